@@ -1,0 +1,42 @@
+# egret — build, test, benchmark. `make help` lists the targets.
+SHELL := /bin/bash
+GO    ?= go
+BIN   ?= bin/egret
+PKGS  ?= ./...
+# Test timeout for the whole suite; e2e tests start real Squids, clients and an API server.
+TEST_TIMEOUT ?= 20m
+
+.PHONY: help build test test-deps test-short vet fmt fuzz bench bench-go bench-compare clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+
+build: ## build the static egret binary into bin/egret
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN) ./cmd/egret
+
+test-deps: ## install everything the tests use (apt, npm, kube-apiserver/etcd cache)
+	./scripts/test-deps.sh
+
+test: test-deps vet ## install test dependencies, then run every test with -race
+	EGRET_REQUIRE_ALL=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+test-short: ## unit tests only (no external tools)
+	$(GO) test -short -count=1 $(PKGS)
+
+vet: ## gofmt check and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
+	./scripts/fuzz.sh $${FUZZTIME:-30s}
+
+bench: bench-go bench-compare ## Go benchmarks and the side-by-side comparison
+
+bench-go: ## Go benchmarks of the hot paths
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/... | tee bench-go.txt
+
+bench-compare: build ## egret beside Squid, tinyproxy and Smokescreen (../shared/bench/compare.sh)
+	./scripts/bench-compare.sh
+
+clean:
+	rm -rf bin bench-go.txt

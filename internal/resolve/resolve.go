@@ -1,0 +1,235 @@
+package resolve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultTTL         = 30 * time.Second
+	DefaultNegativeTTL = 5 * time.Second
+	DefaultStaleTTL    = 5 * time.Minute
+	DefaultTimeout     = 5 * time.Second
+	DefaultMaxEntries  = 10000
+)
+
+// Config configures a Cache. The zero value uses the system resolver with
+// the defaults above.
+type Config struct {
+	// Hosts are static answers consulted before any lookup (like /etc/hosts).
+	// Keys are lower-case names without a trailing dot.
+	Hosts map[string][]netip.Addr
+	// Servers, when set, are the DNS servers ("ip:port") to ask instead of
+	// the system's; they are tried in order.
+	Servers []string
+	// TTL is how long an answer is used; NegativeTTL how long a failure is
+	// remembered; StaleTTL how long past its TTL an answer may still be
+	// served when a refresh fails.
+	TTL, NegativeTTL, StaleTTL time.Duration
+	// Timeout bounds one lookup.
+	Timeout time.Duration
+	// MaxEntries bounds the cache; when full, expired entries are dropped,
+	// then the cache is cleared.
+	MaxEntries int
+}
+
+// LookupFunc resolves host to addresses; (*net.Resolver).LookupNetIP fits.
+type LookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+type entry struct {
+	addrs   []netip.Addr
+	err     error
+	expires time.Time // answer or failure valid until
+	stale   time.Time // answer usable on refresh failure until
+}
+
+// Cache is a caching resolver.
+type Cache struct {
+	cfg    Config
+	lookup LookupFunc
+	now    func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	group   singleflight.Group
+}
+
+// New returns a Cache. lookup may be nil: the system resolver, or one asking
+// cfg.Servers, is used.
+func New(cfg Config, lookup LookupFunc) *Cache {
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.NegativeTTL <= 0 {
+		cfg.NegativeTTL = DefaultNegativeTTL
+	}
+	if cfg.StaleTTL < 0 {
+		cfg.StaleTTL = 0
+	} else if cfg.StaleTTL == 0 {
+		cfg.StaleTTL = DefaultStaleTTL
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if lookup == nil {
+		r := &net.Resolver{}
+		if len(cfg.Servers) > 0 {
+			servers := cfg.Servers
+			r.PreferGo = true
+			r.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				var err error
+				for _, s := range servers {
+					var c net.Conn
+					if c, err = d.DialContext(ctx, network, s); err == nil {
+						return c, nil
+					}
+				}
+				return nil, err
+			}
+		}
+		lookup = r.LookupNetIP
+	}
+	return &Cache{cfg: cfg, lookup: lookup, now: time.Now, entries: map[string]*entry{}}
+}
+
+// LookupNetIP returns the addresses of host, from the static hosts, the
+// cache, or a lookup. IP literals are returned as they are.
+func (c *Cache) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	if addrs, ok := c.cfg.Hosts[host]; ok {
+		return filter(addrs, network, host)
+	}
+	now := c.now()
+	c.mu.Lock()
+	e := c.entries[host]
+	c.mu.Unlock()
+	if e != nil && now.Before(e.expires) {
+		if e.err != nil {
+			return nil, e.err
+		}
+		return filter(e.addrs, network, host)
+	}
+	v, err, _ := c.group.Do(host, func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+		defer cancel()
+		addrs, err := c.lookup(lctx, "ip", host)
+		now := c.now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err != nil {
+			// Serve the previous answer while it is within its stale window.
+			if old := c.entries[host]; old != nil && old.err == nil && now.Before(old.stale) {
+				return old.addrs, nil
+			}
+			c.store(host, &entry{err: err, expires: now.Add(c.cfg.NegativeTTL)})
+			return nil, err
+		}
+		for i := range addrs {
+			addrs[i] = addrs[i].Unmap()
+		}
+		c.store(host, &entry{addrs: addrs, expires: now.Add(c.cfg.TTL), stale: now.Add(c.cfg.TTL + c.cfg.StaleTTL)})
+		return addrs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return filter(v.([]netip.Addr), network, host)
+}
+
+// store must be called with c.mu held.
+func (c *Cache) store(host string, e *entry) {
+	if len(c.entries) >= c.cfg.MaxEntries {
+		now := c.now()
+		for k, old := range c.entries {
+			if now.After(old.stale) && now.After(old.expires) {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= c.cfg.MaxEntries {
+			clear(c.entries)
+		}
+	}
+	c.entries[host] = e
+}
+
+// Len returns the number of cached names.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+func filter(addrs []netip.Addr, network, host string) ([]netip.Addr, error) {
+	var want func(netip.Addr) bool
+	switch network {
+	case "ip4":
+		want = netip.Addr.Is4
+	case "ip6":
+		want = func(a netip.Addr) bool { return a.Is6() }
+	default:
+		if len(addrs) == 0 {
+			return nil, notFound(host)
+		}
+		return addrs, nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if want(a) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil, notFound(host)
+	}
+	return out, nil
+}
+
+func notFound(host string) error {
+	return &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// ParseHosts reads hosts(5) text: "ADDRESS NAME [NAME...]" per line, '#'
+// comments. Names are lower-cased.
+func ParseHosts(text string) (map[string][]netip.Addr, error) {
+	out := map[string][]netip.Addr{}
+	for n, line := range strings.Split(text, "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 2 {
+			return nil, fmt.Errorf("line %d: want an address and at least one name", n+1)
+		}
+		a, err := netip.ParseAddr(f[0])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n+1, err)
+		}
+		for _, name := range f[1:] {
+			name = strings.ToLower(strings.TrimSuffix(name, "."))
+			out[name] = append(out[name], a.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// ErrNoAddress is returned by dialers when a name has no usable address.
+var ErrNoAddress = errors.New("no address")

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package relay
+
+const canPeek = false
+
+func (w *waiter) wait(release func()) bool { return false }

@@ -1,0 +1,48 @@
+package config
+
+// Key is a setting that can come from the environment or a flag. Flags are
+// applied as if their key were set in the environment, after it.
+type Key struct {
+	Env     string   // the environment variable
+	Aliases []string // other environment names read when Env is unset
+	Flag    string   // the flag name ("" = environment only)
+	Help    string
+}
+
+// Keys lists every setting egret proxy reads from the environment or flags,
+// in the order they are documented.
+var Keys = []Key{
+	{Env: "EGRET_ROLE", Flag: "role", Help: "sidecar (default) or gateway: sets listener defaults"},
+	{Env: "LISTEN_ADDR", Aliases: []string{"EGRET_LISTEN"}, Flag: "listen", Help: "explicit proxy listener (sidecar 127.0.0.1:3128, gateway :3128)"},
+	{Env: "ADMIN_LISTEN_ADDR", Aliases: []string{"EGRET_ADMIN_LISTEN"}, Flag: "admin-listen", Help: "admin listener (sidecar 127.0.0.1:9901, gateway :9901); \"off\" disables it"},
+	{Env: "TRANSPARENT_LISTEN_ADDR", Aliases: []string{"EGRET_TRANSPARENT_LISTEN"}, Flag: "transparent-listen", Help: "transparent listener for iptables-REDIRECTed TCP (off unless set; usually 127.0.0.1:15001)"},
+	{Env: "SOCKS_LISTEN_ADDR", Aliases: []string{"EGRET_SOCKS_LISTEN"}, Flag: "socks-listen", Help: "SOCKS5 listener (off unless set)"},
+	{Env: "DIRECT_HOSTS", Flag: "direct-hosts", Help: "comma-separated exact host names that go direct"},
+	{Env: "DIRECT_SUFFIXES", Flag: "direct-suffixes", Help: "comma-separated DNS suffixes that go direct (.svc = below svc; example.com = itself and below)"},
+	{Env: "DIRECT_CIDRS", Flag: "direct-cidrs", Help: "comma-separated CIDRs that go direct (IP literals, and names resolving into them)"},
+	{Env: "DENY_HOSTS", Flag: "deny-hosts", Help: "comma-separated exact host names that are refused (403)"},
+	{Env: "DENY_SUFFIXES", Flag: "deny-suffixes", Help: "comma-separated DNS suffixes that are refused (403)"},
+	{Env: "DENY_CIDRS", Flag: "deny-cidrs", Help: "comma-separated CIDRs that are refused (403)"},
+	{Env: "DEFAULT_ROUTE", Flag: "default-route", Help: "direct, upstream, upstream:<pool> or deny (default: upstream when an upstream is configured, else direct)"},
+	{Env: "UPSTREAM_PROXY", Flag: "upstream", Help: "comma-separated upstream proxy URLs = the default pool (the flag refuses credentials: use the environment)"},
+	{Env: "PROXY_HOST", Help: "upstream proxy host or host:port (with PROXY_PORT, PROXY_SCHEME, PROXY_USER, PROXY_PASS)"},
+	{Env: "PROXY_PORT", Help: "port for PROXY_HOST (default 3128)"},
+	{Env: "PROXY_SCHEME", Help: "scheme for PROXY_HOST: http (default), https or socks5"},
+	{Env: "PROXY_USER", Help: "user name for upstream members given without credentials"},
+	{Env: "PROXY_PASS", Help: "password for upstream members given without credentials"},
+	{Env: "EGRET_VIA", Flag: "via", Help: "name in Via headers and for loop detection (default: host name)"},
+	{Env: "EGRET_HOSTS_FILE", Flag: "hosts-file", Help: "hosts(5) file of static name → address answers"},
+	{Env: "EGRET_DNS_SERVERS", Flag: "dns-servers", Help: "comma-separated ip:port DNS servers instead of the system's"},
+	{Env: "EGRET_DIAL_TIMEOUT", Flag: "dial-timeout", Help: "direct connect timeout (default 10s)"},
+	{Env: "EGRET_UPSTREAM_CONNECT_TIMEOUT", Flag: "upstream-connect-timeout", Help: "dial + CONNECT answer through one upstream member (default 15s)"},
+	{Env: "EGRET_HEADER_READ_TIMEOUT", Flag: "header-read-timeout", Help: "time a client has to send its request header (default 10s)"},
+	{Env: "EGRET_CLIENT_IDLE_TIMEOUT", Flag: "client-idle-timeout", Help: "idle keep-alive client connection (default 2m)"},
+	{Env: "EGRET_TUNNEL_IDLE_TIMEOUT", Flag: "tunnel-idle-timeout", Help: "tunnel with no traffic either way (default 1h)"},
+	{Env: "EGRET_DRAIN_PERIOD", Flag: "drain-period", Help: "after SIGTERM, keep accepting this long with readiness failing (sidecar 2s, gateway 5s)"},
+	{Env: "EGRET_DRAIN_TIMEOUT", Flag: "drain-timeout", Help: "then wait this long for open requests and tunnels (default 25s)"},
+	{Env: "EGRET_LOG_LEVEL", Flag: "log-level", Help: "debug, info, warn or error"},
+	{Env: "EGRET_ACCESS_LOG", Flag: "access-log", Help: "one JSON line per request and tunnel (true/false, default true)"},
+}
+
+// Lookup reads a setting: flags first, then the environment.
+type Lookup func(key string) (string, bool)

@@ -1,18 +1,72 @@
 package cli
 
 import (
-	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/proxy"
 )
 
-// TODO(egret): placeholder until the proxy command lands.
 func newProxyCmd() *cobra.Command {
-	return &cobra.Command{
+	var file string
+	values := map[string]*string{}
+	cmd := &cobra.Command{
 		Use:   "proxy",
-		Short: "proxy (not implemented yet)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("proxy: not implemented yet")
+		Short: "Run the forward proxy (sidecar or egress gateway)",
+		Long: `Run egret's forward proxy: HTTP/1.1 absolute-URI forwarding and CONNECT tunnels,
+routed per destination to direct, an upstream pool, or deny.
+
+Settings come from --config (YAML), then the environment, then flags (flags win).
+Every flag has an environment variable; the names used by real sidecar manifests
+work unchanged: LISTEN_ADDR, DIRECT_CIDRS, DIRECT_SUFFIXES, UPSTREAM_PROXY,
+HTTP(S)_PROXY/http(s)_proxy with NO_PROXY/no_proxy, PROXY_HOST/PROXY_USER/PROXY_PASS.
+Credentials are read only from the environment or files, never from flags.
+
+With no upstream configured, everything not denied goes direct.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			flags := map[string]string{}
+			for env, v := range values {
+				if f := cmd.Flags().Lookup(flagName(env)); f != nil && f.Changed {
+					flags[env] = *v
+				}
+			}
+			if file == "" {
+				file = os.Getenv("EGRET_CONFIG")
+			}
+			cfg, err := config.Load(config.Sources{File: file, Flags: flags})
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LevelVar()}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return proxy.Run(ctx, cfg, proxy.RunOptions{Version: Version, Logger: log})
 		},
 	}
+	cmd.Flags().StringVar(&file, "config", "", "YAML configuration file (env EGRET_CONFIG)")
+	for _, k := range config.Keys {
+		if k.Flag == "" {
+			continue
+		}
+		v := new(string)
+		values[k.Env] = v
+		cmd.Flags().StringVar(v, k.Flag, "", k.Help+" (env "+k.Env+")")
+	}
+	return cmd
 }
+
+func flagName(env string) string {
+	for _, k := range config.Keys {
+		if k.Env == env {
+			return k.Flag
+		}
+	}
+	return ""
+}
+

@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/proxystatus"
+	"egret.io/egret/internal/route"
+)
+
+// Access log field names: one JSON line per request or tunnel.
+const (
+	logKind      = "kind"     // http, connect, transparent, socks5
+	logClient    = "client"   // client address
+	logMethod    = "method"   // HTTP method (http kind)
+	logDest      = "dest"     // host:port
+	logURL       = "url"      // scheme://host/path, no query (http kind)
+	logAction    = "route"    // direct, upstream, deny
+	logReason    = "reason"   // closed set: host, suffix, cidr, resolved_cidr, port, any, default, loopback
+	logDetail    = "rule"     // the deciding entry and where it came from
+	logPool      = "pool"     // pool name when upstream
+	logUpstream  = "upstream" // member used (redacted URL)
+	logStatus    = "status"   // status answered to the client
+	logError     = "error"    // Proxy-Status error type
+	logErrDetail = "error_detail"
+	logUp        = "bytes_up"    // client → destination
+	logDown      = "bytes_down"  // destination → client
+	logConnectMS = "connect_ms"  // time to establish (dial + CONNECT answer)
+	logDuration  = "duration_ms" // whole request or tunnel
+)
+
+// event accumulates what one request or tunnel did, for its log line and
+// metrics.
+type event struct {
+	kind     string
+	client   string
+	method   string
+	dest     string
+	url      string
+	dec      route.Decision
+	decided  bool
+	member   string
+	status   int
+	err      *proxystatus.Error
+	up, down int64
+	start    time.Time
+	connect  time.Duration
+}
+
+func (s *Server) finish(ctx context.Context, ev *event) {
+	dur := time.Since(ev.start)
+	ev.up = atomic.LoadInt64(&ev.up)
+	action, reason, pool := "none", "none", ""
+	if ev.decided {
+		action, reason = ev.dec.Action.String(), ev.dec.Reason.String()
+		if ev.dec.Action == route.Upstream {
+			pool = s.poolName(ev.dec.Pool)
+		}
+	}
+	if m := s.m; m != nil {
+		m.Requests.WithLabelValues(ev.kind, action, reason, pool, metrics.StatusClass(ev.status)).Inc()
+		if ev.up > 0 {
+			m.Bytes.WithLabelValues(ev.kind, "up").Add(float64(ev.up))
+		}
+		if ev.down > 0 {
+			m.Bytes.WithLabelValues(ev.kind, "down").Add(float64(ev.down))
+		}
+		if ev.err != nil {
+			m.Errors.WithLabelValues(string(ev.err.Type)).Inc()
+		}
+	}
+	if !s.alog.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 18)
+	attrs = append(attrs,
+		slog.String(logKind, ev.kind),
+		slog.String(logClient, ev.client),
+	)
+	if ev.method != "" {
+		attrs = append(attrs, slog.String(logMethod, ev.method))
+	}
+	attrs = append(attrs, slog.String(logDest, ev.dest))
+	if ev.url != "" {
+		attrs = append(attrs, slog.String(logURL, ev.url))
+	}
+	attrs = append(attrs, slog.String(logAction, action), slog.String(logReason, reason))
+	if ev.decided {
+		attrs = append(attrs, slog.String(logDetail, ev.dec.Detail()))
+	}
+	if pool != "" {
+		attrs = append(attrs, slog.String(logPool, pool))
+	}
+	if ev.member != "" {
+		attrs = append(attrs, slog.String(logUpstream, ev.member))
+	}
+	attrs = append(attrs, slog.Int(logStatus, ev.status))
+	if ev.err != nil {
+		attrs = append(attrs, slog.String(logError, string(ev.err.Type)), slog.String(logErrDetail, ev.err.Error()))
+	}
+	attrs = append(attrs,
+		slog.Int64(logUp, ev.up),
+		slog.Int64(logDown, ev.down),
+	)
+	if ev.connect > 0 {
+		attrs = append(attrs, slog.Float64(logConnectMS, ms(ev.connect)))
+	}
+	attrs = append(attrs, slog.Float64(logDuration, ms(dur)))
+	msg := "request"
+	if ev.kind != metrics.KindHTTP {
+		msg = "tunnel"
+	}
+	s.alog.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
+}
+
+func ms(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}
+
+func (s *Server) poolName(name string) string {
+	if name == "" {
+		if st := s.state.Load(); st != nil {
+			return st.DefaultPool
+		}
+	}
+	return name
+}

@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/resolve"
+	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/upstream"
+)
+
+// hosts is a test resolver: names map to loopback addresses; anything else
+// does not exist. Nothing ever reaches real DNS.
+func hosts(m map[string]string) *resolve.Cache {
+	h := map[string][]netip.Addr{}
+	for n, a := range m {
+		h[n] = []netip.Addr{netip.MustParseAddr(a)}
+	}
+	return resolve.New(resolve.Config{Hosts: h}, func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	})
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type testProxy struct {
+	*Server
+	Addr    string
+	URL     *url.URL
+	Log     *syncBuffer
+	Metrics *metrics.Metrics
+}
+
+type proxyConf struct {
+	rules    []route.Rule
+	def      route.Action
+	members  []string // default pool
+	hosts    map[string]string
+	timeouts Timeouts
+}
+
+func startProxy(t *testing.T, pc proxyConf) *testProxy {
+	t.Helper()
+	if pc.def == 0 {
+		pc.def = route.Direct
+		if len(pc.members) > 0 {
+			pc.def = route.Upstream
+		}
+	}
+	tbl, err := route.New(pc.rules, pc.def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: "default"}
+	if len(pc.members) > 0 {
+		p := &upstream.Pool{Name: "default", ConnectTimeout: 5 * time.Second}
+		for _, raw := range pc.members {
+			m, err := upstream.ParseMember(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Members = append(p.Members, m)
+		}
+		st.Pools["default"] = p
+	}
+	logs := &syncBuffer{}
+	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m := metrics.New("test")
+	s, err := New(Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: lg, Metrics: m}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		if t.Failed() {
+			t.Logf("egret log:\n%s", logs.String())
+		}
+	})
+	u, _ := url.Parse("http://" + ln.Addr().String())
+	return &testProxy{Server: s, Addr: ln.Addr().String(), URL: u, Log: logs, Metrics: m}
+}
+
+func (p *testProxy) client() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{Proxy: http.ProxyURL(p.URL), DisableCompression: true},
+		Timeout:   10 * time.Second,
+	}
+}
+
+// origin starts an HTTP server on loopback and returns it and its port.
+func origin(t *testing.T, h http.Handler, opts ...func(*http.Server)) (*httptest.Server, string) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	for _, o := range opts {
+		o(srv.Config)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	return srv, port
+}
+
+// connect opens a CONNECT tunnel through proxy and returns the
+// connection, a reader positioned after the proxy's answer, and the answer.
+func connect(t *testing.T, proxyAddr, target string, extra string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", proxyAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, extra)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("CONNECT %s: %v", target, err)
+	}
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return c, br, resp
+}
+
+// rawRequest sends raw bytes to addr and returns the parsed response.
+func rawRequest(t *testing.T, addr, raw string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, raw)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("read response to %q: %v", firstLine(raw), err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\r\n")
+	return l
+}
+
+// wantProxyStatus checks a response egret produced itself.
+func wantProxyStatus(t *testing.T, resp *http.Response, body string, code int, errType string) {
+	t.Helper()
+	if resp.StatusCode != code {
+		t.Errorf("status = %d, want %d (body %q)", resp.StatusCode, code, body)
+	}
+	ps := resp.Header.Get("Proxy-Status")
+	if !strings.HasPrefix(ps, "egret; error="+errType) {
+		t.Errorf("Proxy-Status = %q, want egret; error=%s", ps, errType)
+	}
+	if strings.Count(strings.TrimSpace(body), "\n") != 0 || !strings.HasPrefix(body, "egret: ") {
+		t.Errorf("body = %q, want one line starting with egret:", body)
+	}
+}
+
+var errTest = errors.New("test")

@@ -1,0 +1,258 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"egret.io/egret/internal/admin"
+	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/resolve"
+	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/upstream"
+)
+
+// RunOptions are what Run needs beside the configuration.
+type RunOptions struct {
+	Version string
+	Logger  *slog.Logger // operational log and, when enabled, the access log
+	// Listen creates listeners; nil means net.Listen.
+	Listen func(network, addr string) (net.Listener, error)
+	// Started, when set, is called once every listener is up, with their
+	// addresses (useful when a port is 0).
+	Started func(Addrs)
+}
+
+// Addrs are the addresses Run listens on ("" when a listener is off).
+type Addrs struct {
+	Proxy, Admin string
+}
+
+// BuildState turns a configuration into the proxy's routing state.
+func BuildState(cfg *config.Proxy) (*State, error) {
+	tbl, err := route.New(cfg.Rules, cfg.Default, cfg.DefaultPool)
+	if err != nil {
+		return nil, err
+	}
+	st := &State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: config.DefaultPool}
+	for name, ms := range cfg.Pools {
+		st.Pools[name] = &upstream.Pool{Name: name, Members: ms, ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect)}
+	}
+	return st, nil
+}
+
+// Run serves the configuration until ctx is done, then drains: readiness
+// fails at once, listeners keep accepting for DrainPeriod, then stop, and
+// open requests and tunnels get DrainTimeout to finish. It returns nil after
+// a clean drain.
+func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
+	log := ro.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	listen := ro.Listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	for _, n := range cfg.Notes {
+		log.Warn("config", "note", n)
+	}
+	m := metrics.New(ro.Version)
+	res := resolve.New(cfg.Resolver, nil)
+	st, err := BuildState(cfg)
+	if err != nil {
+		return err
+	}
+	opts := Options{
+		Via: cfg.Via,
+		Timeouts: Timeouts{
+			Dial: cfg.Timeouts.Dial, UpstreamConnect: cfg.Timeouts.UpstreamConnect,
+			HeaderRead: cfg.Timeouts.HeaderRead, ClientIdle: cfg.Timeouts.ClientIdle,
+			TunnelIdle: cfg.Timeouts.TunnelIdle, ResponseHeader: cfg.Timeouts.ResponseHeader,
+		},
+		Resolver: res,
+		Logger:   log,
+		Metrics:  m,
+	}
+	if cfg.AccessLog {
+		opts.AccessLog = log
+	}
+	s, err := New(opts, st)
+	if err != nil {
+		return err
+	}
+
+	var ready atomic.Bool
+	var draining atomic.Bool
+	started := time.Now()
+	var addrs Addrs
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	pl, err := listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy listener: %w", err)
+	}
+	lns = append(lns, pl)
+	addrs.Proxy = pl.Addr().String()
+	var adminSrv *http.Server
+	if cfg.AdminListen != "" {
+		al, err := listen("tcp", cfg.AdminListen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("admin listener: %w", err)
+		}
+		lns = append(lns, al)
+		addrs.Admin = al.Addr().String()
+		adminSrv = &http.Server{
+			Handler: admin.Handler(admin.Options{
+				Metrics: m,
+				Ready: func() (bool, string) {
+					switch {
+					case draining.Load():
+						return false, "draining"
+					case !ready.Load():
+						return false, "starting"
+					}
+					return true, ""
+				},
+				Status: func() admin.Status { return status(s, cfg, ro.Version, started, addrs, ready.Load() && !draining.Load()) },
+			}),
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+	}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.Serve(pl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("proxy listener: %w", err)
+		}
+	}()
+	if adminSrv != nil {
+		go func() {
+			if err := adminSrv.Serve(lns[1]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("admin listener: %w", err)
+			}
+		}()
+	}
+	ready.Store(true)
+	m.Ready.Set(1)
+	log.Info("egret proxy ready", "role", string(cfg.Role), "listen", addrs.Proxy, "admin", addrs.Admin,
+		"default_route", routeString(cfg.Default, cfg.DefaultPool), "rules", len(cfg.Rules), "pools", poolSummary(cfg),
+		"startup_ms", float64(time.Since(started).Microseconds())/1000)
+	if ro.Started != nil {
+		ro.Started(addrs)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		log.Error("listener failed", "error", runErr.Error())
+	}
+	draining.Store(true)
+	m.Ready.Set(0)
+	if runErr == nil && cfg.DrainPeriod > 0 {
+		log.Info("draining: readiness is failing; still accepting", "period", cfg.DrainPeriod.String())
+		time.Sleep(cfg.DrainPeriod)
+	}
+	log.Info("draining: stopped accepting; waiting for open requests and tunnels",
+		"open_tunnels", s.OpenTunnels(), "timeout", cfg.DrainTimeout.String())
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	if err := s.Shutdown(dctx); err != nil {
+		log.Warn("drain deadline reached; closed what was left", "error", err.Error())
+	}
+	if adminSrv != nil {
+		adminSrv.Close()
+	}
+	wg.Wait()
+	log.Info("egret proxy stopped")
+	return runErr
+}
+
+func routeString(a route.Action, pool string) string {
+	if a == route.Upstream && pool != "" {
+		return "upstream:" + pool
+	}
+	return a.String()
+}
+
+func poolSummary(cfg *config.Proxy) string {
+	names := make([]string, 0, len(cfg.Pools))
+	for n, ms := range cfg.Pools {
+		names = append(names, fmt.Sprintf("%s(%d)", n, len(ms)))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+func status(s *Server, cfg *config.Proxy, version string, started time.Time, addrs Addrs, ready bool) admin.Status {
+	st := s.State()
+	out := admin.Status{
+		Version: version, Role: string(cfg.Role), Started: started, Ready: ready,
+		OpenTunnels: s.OpenTunnels(),
+		Default:     routeString(st.Routes.Default().Action, st.Routes.Default().Pool),
+	}
+	if !ready {
+		out.NotReady = "draining"
+	}
+	out.Listeners = append(out.Listeners, "proxy "+addrs.Proxy)
+	if addrs.Admin != "" {
+		out.Listeners = append(out.Listeners, "admin "+addrs.Admin)
+	}
+	for i, r := range st.Routes.Rules() {
+		out.Routes = append(out.Routes, admin.RouteStatus{Index: i, Match: matchString(r.Match), Action: routeString(r.Action, r.Pool), Source: r.Source})
+	}
+	names := make([]string, 0, len(st.Pools))
+	for n := range st.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ps := admin.PoolStatus{Name: n}
+		for _, m := range st.Pools[n].Members {
+			ps.Members = append(ps.Members, admin.MemberStatus{Name: m.Name, Healthy: true})
+		}
+		out.Pools = append(out.Pools, ps)
+	}
+	return out
+}
+
+func matchString(m route.Match) string {
+	var parts []string
+	if m.Any {
+		parts = append(parts, "*")
+	}
+	parts = append(parts, m.Hosts...)
+	for _, s := range m.Suffixes {
+		parts = append(parts, s.String())
+	}
+	for _, p := range m.CIDRs {
+		parts = append(parts, p.String())
+	}
+	s := strings.Join(parts, ",")
+	if len(m.Ports) > 0 {
+		ps := make([]string, len(m.Ports))
+		for i, p := range m.Ports {
+			ps[i] = fmt.Sprint(p)
+		}
+		s += " port " + strings.Join(ps, ",")
+	}
+	return s
+}

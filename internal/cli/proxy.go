@@ -69,4 +69,3 @@ func flagName(env string) string {
 	}
 	return ""
 }
-

@@ -43,7 +43,7 @@ type MatchSpec struct {
 
 // RouteSpec is one explicit rule.
 type RouteSpec struct {
-	Name      string `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
 	MatchSpec
 	// Action is direct, upstream, upstream:<pool> or deny.
 	Action string `json:"action"`

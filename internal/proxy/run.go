@@ -128,7 +128,9 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 					}
 					return true, ""
 				},
-				Status: func() admin.Status { return status(s, cfg, ro.Version, started, addrs, ready.Load() && !draining.Load()) },
+				Status: func() admin.Status {
+					return status(s, cfg, ro.Version, started, addrs, ready.Load() && !draining.Load())
+				},
 			}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}

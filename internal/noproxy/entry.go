@@ -174,7 +174,7 @@ func ParseEntry(raw string) (Entry, error) {
 		return bad("`*` is understood only as the whole entry or as a leading `*.`")
 	}
 	if !isASCII(host) {
-		a, err := idna.Lookup.ToASCII(host)
+		a, err := idnaLookup(host)
 		if err != nil {
 			return bad("not a valid international domain name: %v", err)
 		}
@@ -230,6 +230,9 @@ func checkDomain(name string) error {
 	return nil
 }
 
+// idnaLookup converts a name to ASCII the way Go's net/http does.
+func idnaLookup(name string) (string, error) { return idna.Lookup.ToASCII(name) }
+
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
@@ -261,7 +264,7 @@ func (e Entry) Match(host string, port uint16) bool {
 		return false
 	}
 	if !isASCII(host) {
-		a, err := idna.Lookup.ToASCII(host)
+		a, err := idnaLookup(host)
 		if err != nil {
 			return false
 		}

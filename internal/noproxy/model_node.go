@@ -62,7 +62,9 @@ func decideNodeCore(env Env, t *target) verdict {
 	if np != "" {
 		for _, raw := range strings.Split(np, ",") {
 			e := lower(strings.TrimSpace(raw))
-			hit := func() verdict { return direct(fmt.Sprintf("matched entry %s in %s", q(strings.TrimSpace(raw)), npName), notes...) }
+			hit := func() verdict {
+				return direct(fmt.Sprintf("matched entry %s in %s", q(strings.TrimSpace(raw)), npName), notes...)
+			}
 			if e == "*" || e == host || e == hwp {
 				return hit()
 			}

@@ -69,4 +69,6 @@ func wgetNoProxy(np, host string) (string, bool) {
 	return "", false
 }
 
-func isCSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+func isCSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}

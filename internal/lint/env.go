@@ -22,6 +22,7 @@ const (
 type envVar struct {
 	name   string
 	value  string
+	raw    string // for fromValue: the value as written, before $(VAR) expansion
 	known  bool   // false: the value exists but cannot be seen (unavailable object, downward API)
 	origin origin // where the value comes from
 	source string // "ConfigMap shop/proxy" for references, "" for literals
@@ -125,7 +126,7 @@ func buildEnv(c *corev1.Container, field, ns string, r Resolver, refs *[]referen
 		v := &envVar{name: ev.Name, field: f}
 		switch vf := ev.ValueFrom; {
 		case vf == nil:
-			v.value, v.known, v.origin = expand(ev.Value, env), true, fromValue
+			v.value, v.raw, v.known, v.origin = expand(ev.Value, env), ev.Value, true, fromValue
 		case vf.ConfigMapKeyRef != nil || vf.SecretKeyRef != nil:
 			kind, name, key, optional, org := "ConfigMap", "", "", false, fromConfigMap
 			if ref := vf.ConfigMapKeyRef; ref != nil {

@@ -36,6 +36,7 @@ var rules = []Rule{
 	ruleNodeEnvProxy,
 	ruleCredentialsInValue,
 	ruleSidecarNotNative,
+	ruleProxyUnexpected,
 	ruleURLScheme,
 	ruleURLUnencoded,
 	ruleCaseMismatch,

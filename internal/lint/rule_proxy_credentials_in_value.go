@@ -24,23 +24,23 @@ func checkCredentialsInValue(p *pod) {
 	for _, c := range p.containers {
 		for _, name := range c.env.order {
 			v := c.env.get(name)
-			if !v.known || (v.origin != fromValue && v.origin != fromConfigMap) || strings.TrimSpace(v.value) == "" {
+			if !v.known || (v.origin != fromValue && v.origin != fromConfigMap) || strings.TrimSpace(v.value) == "" || (v.origin == fromValue && strings.TrimSpace(v.raw) == "") {
 				continue
 			}
-			where := "as a plain value"
+			where, val := "as a plain value", v.raw
 			if v.origin == fromConfigMap {
-				where = "in " + v.source
+				where, val = "in "+v.source, v.value
 			}
 			switch {
 			case passwordVars[strings.ToUpper(name)]:
 				p.report(idCredentialsInValue, Error, c, v.field,
 					"%s is set %s: move the password to a Secret and use valueFrom.secretKeyRef", name, where)
-			case isURLVar(name) && parseProxyURL(v.value).password:
+			case isURLVar(name) && parseProxyURL(val).password:
 				p.report(idCredentialsInValue, Error, c, v.field,
 					"%s carries a user name and password %s: move the whole URL to a Secret and use valueFrom.secretKeyRef", name, where)
 			case isJavaOptionsVar(name):
 				for _, prop := range passwordProps {
-					if _, ok := javaProps(v.value)[prop]; ok {
+					if _, ok := javaProps(val)[prop]; ok {
 						p.report(idCredentialsInValue, Error, c, v.field,
 							"%s sets -D%s %s: pass the password from a Secret (e.g. a second variable from valueFrom.secretKeyRef expanded with $(NAME))", name, prop, where)
 					}

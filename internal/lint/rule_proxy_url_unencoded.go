@@ -20,7 +20,11 @@ func checkURLUnencoded(p *pod) {
 			if !v.known || !isURLVar(name) {
 				continue
 			}
-			if u := parseProxyURL(v.value); u.userinfo && u.badUserinfo {
+			val := v.value
+			if v.origin == fromValue {
+				val = v.raw // a problem in an expanded $(VAR) is reported on VAR
+			}
+			if u := parseProxyURL(val); u.userinfo && u.badUserinfo {
 				src := ""
 				if v.source != "" {
 					src = " (from " + v.source + ")"

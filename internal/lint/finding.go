@@ -99,8 +99,9 @@ func (f Finding) Docs() string { return DocsURL(f.Rule) }
 // DocsBase is the README the rule anchors point into.
 const DocsBase = "https://github.com/egret-io/egret/blob/main/README.md"
 
-// DocsURL returns the README anchor that documents rule id.
-func DocsURL(id string) string { return DocsBase + "#lint-" + id }
+// DocsURL returns the README anchor that documents rule id (the README has a
+// heading per rule named after its ID).
+func DocsURL(id string) string { return DocsBase + "#" + id }
 
 // MaxSeverity returns the highest severity among fs, or 0 when fs is empty.
 func MaxSeverity(fs []Finding) Severity {

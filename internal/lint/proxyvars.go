@@ -32,6 +32,14 @@ func setProxyVars(env *environment) []*envVar {
 	return out
 }
 
+// isAre returns "is" for one variable and "are" for several.
+func isAre(vs []*envVar) string {
+	if len(vs) == 1 {
+		return "is"
+	}
+	return "are"
+}
+
 // names returns the variable names of vs joined for a message.
 func names(vs []*envVar) string {
 	var ns []string

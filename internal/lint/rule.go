@@ -3,7 +3,7 @@ package lint
 // Rule describes one check. The rule set is fixed at build time; Rules lists
 // it for documentation and SARIF.
 type Rule struct {
-	ID       string   // kebab-case, stable; the README anchor is "lint-" + ID
+	ID       string   // kebab-case, stable; also the README anchor (see DocsURL)
 	Severity Severity // the default severity of its findings
 	Summary  string   // one line: what the rule finds
 	Help     string   // why it matters and what to change (plain text, a few sentences)
@@ -32,6 +32,8 @@ var rules = []Rule{
 	ruleJVMHTTPSNonProxy,
 	ruleJVMNonProxyHosts,
 	ruleJVMProxyProps,
+	ruleNoProxyIgnored,
+	ruleNoProxyIncomplete,
 	ruleNoProxyMissing,
 	ruleNodeEnvProxy,
 	ruleCredentialsInValue,

@@ -21,7 +21,7 @@ func checkNoProxyMissing(p *pod) {
 			continue
 		}
 		p.report(idNoProxyMissing, Error, c, vars[0].field,
-			"%s is set without NO_PROXY, so in-cluster calls (Services, the API server, metadata) go to the proxy: set NO_PROXY and no_proxy to %s",
-			names(vars), suggestedNoProxy(p.in.Cluster))
+			"%s %s set without NO_PROXY, so in-cluster calls (Services, the API server, metadata) go to the proxy: set NO_PROXY and no_proxy to %s",
+			names(vars), isAre(vars), suggestedNoProxy(p.in.Cluster))
 	}
 }

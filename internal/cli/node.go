@@ -241,8 +241,14 @@ func writeNodeReport(w io.Writer, r *node.Report) {
 			fmt.Fprintf(w, "unit %s: no unit file or drop-in found\n", r.Unit)
 		} else {
 			fmt.Fprintf(w, "unit %s: %s\n", r.Unit, strings.Join(r.UnitFiles, ", "))
+			show := func(v string, set bool) string {
+				if !set {
+					return "(unset)"
+				}
+				return fmt.Sprintf("%q", v)
+			}
 			for _, d := range r.Drift {
-				fmt.Fprintf(w, "  %s: live %q, configured %q\n", d.Name, d.Live, d.Configured)
+				fmt.Fprintf(w, "  %s: live %s, configured %s\n", d.Name, show(d.Live, d.LiveSet), show(d.Configured, d.ConfiguredSet))
 			}
 			if r.ChangedAfterStart != "" {
 				fmt.Fprintf(w, "  %s changed after the process started\n", r.ChangedAfterStart)

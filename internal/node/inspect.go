@@ -50,8 +50,10 @@ type Decision struct {
 // Drift is one proxy variable whose live value differs from the unit's.
 type Drift struct {
 	Name       string `json:"name"`
-	Live       string `json:"live"`       // "" when unset
-	Configured string `json:"configured"` // "" when unset
+	Live          string `json:"live"`
+	LiveSet       bool   `json:"liveSet"` // false: the process does not have the variable
+	Configured    string `json:"configured"`
+	ConfiguredSet bool   `json:"configuredSet"` // false: the unit does not set it
 }
 
 // Report is the result of Inspect. Proxy URLs in it are redacted.
@@ -151,14 +153,14 @@ func Inspect(o InspectOptions) (*Report, error) {
 				if lok == cok && lv == cv {
 					continue
 				}
-				r.Drift = append(r.Drift, Drift{Name: n, Live: redactValue(n, lv), Configured: redactValue(n, cv)})
+				r.Drift = append(r.Drift, Drift{Name: n, Live: redactValue(n, lv), LiveSet: lok, Configured: redactValue(n, cv), ConfiguredSet: cok})
 			}
 			if len(r.Drift) > 0 {
 				var names []string
 				for _, d := range r.Drift {
 					names = append(names, d.Name)
 				}
-				r.Problems = append(r.Problems, fmt.Sprintf("the running process does not have the %s that %s configures (%s): the drop-in was changed after the process started; %s",
+				r.Problems = append(r.Problems, fmt.Sprintf("the process runs with other %s than %s configures (%s): a drop-in changed after it started (or it was started another way); %s",
 					plural(len(names), "value"), r.Unit, strings.Join(names, ", "), restart))
 			}
 			// The start time is known to about a second (the boot time is whole

@@ -49,7 +49,7 @@ type Decision struct {
 
 // Drift is one proxy variable whose live value differs from the unit's.
 type Drift struct {
-	Name       string `json:"name"`
+	Name          string `json:"name"`
 	Live          string `json:"live"`
 	LiveSet       bool   `json:"liveSet"` // false: the process does not have the variable
 	Configured    string `json:"configured"`

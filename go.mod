@@ -9,6 +9,7 @@ require (
 	golang.org/x/net v0.62.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (

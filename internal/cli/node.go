@@ -34,7 +34,7 @@ daemon's real environment and says what it does for each registry.`,
 	return cmd
 }
 
-func usageErr(err error) error { return &ExitError{Code: nodeExitUsage, Err: err} }
+func nodeUsageErr(err error) error { return &ExitError{Code: nodeExitUsage, Err: err} }
 
 func newNodeRenderCmd() *cobra.Command {
 	var (
@@ -66,15 +66,15 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := node.ParseRuntime(rt)
 			if err != nil {
-				return usageErr(err)
+				return nodeUsageErr(err)
 			}
 			if (proxy == "") == (proxyFile == "") {
-				return usageErr(errors.New("give exactly one of --proxy and --proxy-file"))
+				return nodeUsageErr(errors.New("give exactly one of --proxy and --proxy-file"))
 			}
 			if proxyFile != "" {
 				b, err := readSmallFile(proxyFile, cmd.InOrStdin())
 				if err != nil {
-					return usageErr(fmt.Errorf("--proxy-file: %w", err))
+					return nodeUsageErr(fmt.Errorf("--proxy-file: %w", err))
 				}
 				proxy = strings.TrimSpace(string(b))
 			} else if strings.Contains(proxy, "@") {
@@ -82,7 +82,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			}
 			out, err := node.Render(node.RenderOptions{Runtime: r, HTTPProxy: proxy, HTTPSProxy: httpsProxy, NoProxy: noProxy, Registries: registries})
 			if err != nil {
-				return usageErr(err)
+				return nodeUsageErr(err)
 			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			steps := fmt.Sprintf("then run: %s\nnote: %s\n", strings.Join(out.Steps, " && "), out.Note)
@@ -117,7 +117,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 	f.StringSliceVar(&noProxy, "no-proxy", nil, "NO_PROXY entries (comma-separated, repeatable); localhost,127.0.0.1,::1 are always added")
 	f.StringSliceVar(&registries, "registry", nil, "internal registry host or host:port to reach directly (repeatable)")
 	f.StringVarP(&outDir, "output-dir", "o", "", "write the files under DIR/<unit>.service.d/ instead of printing the drop-in")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return nodeUsageErr(err) })
 	return cmd
 }
 
@@ -150,7 +150,7 @@ environment that cannot be read (run as root).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out != "text" && out != "json" {
-				return usageErr(fmt.Errorf("unknown output format %q (want text or json)", out))
+				return nodeUsageErr(fmt.Errorf("unknown output format %q (want text or json)", out))
 			}
 			o := node.InspectOptions{PID: pid, Process: process, Unit: unit, Registries: registries, ExpectProxy: expectProxy}
 			if len(unitDirs) > 0 {
@@ -159,7 +159,7 @@ environment that cannot be read (run as root).`,
 			if rt != "" {
 				r, err := node.ParseRuntime(rt)
 				if err != nil {
-					return usageErr(err)
+					return nodeUsageErr(err)
 				}
 				o.Runtime = r
 				if o.Process == "" {
@@ -167,16 +167,16 @@ environment that cannot be read (run as root).`,
 				}
 			}
 			if pid == 0 && o.Process == "" {
-				return usageErr(errors.New("give --pid, --runtime or --process"))
+				return nodeUsageErr(errors.New("give --pid, --runtime or --process"))
 			}
 			for _, reg := range registries {
 				if strings.TrimSpace(reg) == "" {
-					return usageErr(errors.New("--registry: empty host"))
+					return nodeUsageErr(errors.New("--registry: empty host"))
 				}
 			}
 			rep, err := node.Inspect(o)
 			if err != nil {
-				return usageErr(err)
+				return nodeUsageErr(err)
 			}
 			if out == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -202,7 +202,7 @@ environment that cannot be read (run as root).`,
 	f.BoolVar(&expectProxy, "expect-proxy", false, "fail when the process has no HTTP_PROXY/HTTPS_PROXY")
 	f.StringSliceVar(&unitDirs, "unit-dir", nil, "systemd unit directories to read, highest precedence first (default: the systemd search path)")
 	f.StringVarP(&out, "output", "o", "text", "output format: text or json")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return nodeUsageErr(err) })
 	return cmd
 }
 

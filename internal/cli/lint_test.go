@@ -41,8 +41,8 @@ spec:
     image: busybox
     env:
     - {name: HTTPS_PROXY, value: "http://proxy:3128"}
-    - {name: NO_PROXY, value: "localhost,127.0.0.1,::1,.svc,.cluster.local"}
-    - {name: no_proxy, value: "localhost,127.0.0.1,::1,.svc,.cluster.local"}
+    - {name: NO_PROXY, value: "localhost,127.0.0.1,::1,.svc,.cluster.local,kubernetes,kubernetes.default,kubernetes.default.svc,169.254.169.254"}
+    - {name: no_proxy, value: "localhost,127.0.0.1,::1,.svc,.cluster.local,kubernetes,kubernetes.default,kubernetes.default.svc,169.254.169.254"}
 `
 
 func TestLintCommandExitCodes(t *testing.T) {
@@ -61,7 +61,7 @@ func TestLintCommandExitCodes(t *testing.T) {
 		{name: "json-array", args: []string{"lint", "-o", "json", "-"}, stdin: lintBroken, code: 1, jsonRule: "no-proxy-missing"},
 		{name: "json-empty-array", args: []string{"lint", "-o", "json", "-"}, stdin: lintGood, code: 0, stdout: "[]"},
 		{name: "sarif", args: []string{"lint", "-o", "sarif", "-"}, stdin: lintBroken, code: 1, stdout: `"ruleId": "no-proxy-missing"`},
-		{name: "cluster-flags", args: []string{"lint", "--cluster-cidrs", "10.96.0.0/12", "--api-server-ip", "10.96.0.1", "-"}, stdin: lintWarnOnly, code: 1, stdout: "the cluster CIDR 10.96.0.0/12"},
+		{name: "cluster-flags", args: []string{"lint", "--cluster-cidrs", "10.96.0.0/12", "--api-server-ip", "10.96.0.1", "-"}, stdin: lintWarnOnly, code: 1, stdout: "cluster range 10.96.0.0/12 is not in NO_PROXY"},
 		{name: "parse-error-exits-2", args: []string{"lint", "-"}, stdin: "kind: Pod\n  bad: [\n", code: 2, stderr: "stdin:"},
 		{name: "missing-file-exits-2", args: []string{"lint", "/nonexistent/egret.yaml"}, code: 2, stderr: "no such file"},
 		{name: "no-args-exits-2", args: []string{"lint"}, code: 2, stderr: "at least one"},

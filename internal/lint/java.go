@@ -1,6 +1,10 @@
 package lint
 
-import "strings"
+import (
+	"strings"
+
+	"egret.io/egret/internal/noproxy"
+)
 
 // javaOptionVars are variables the JVM (or common launch scripts) read for
 // options. The JVM itself reads JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS (the
@@ -17,10 +21,10 @@ func isJavaOptionsVar(name string) bool {
 	return false
 }
 
-// javaProps returns the -Dkey=value system properties in an options string.
-// Words are split on blanks; single and double quotes group.
+// javaProps returns the -Dkey=value system properties in an options string,
+// split as the JVM splits JAVA_TOOL_OPTIONS.
 func javaProps(s string) map[string]string {
-	return propsFromWords(splitWords(s))
+	return propsFromWords(noproxy.SplitJavaOptions(s))
 }
 
 func propsFromWords(words []string) map[string]string {
@@ -33,38 +37,6 @@ func propsFromWords(words []string) map[string]string {
 		if k != "" {
 			out[k] = v
 		}
-	}
-	return out
-}
-
-// splitWords splits s on blanks, honouring single and double quotes.
-func splitWords(s string) []string {
-	var out []string
-	var b strings.Builder
-	in := false
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case quote != 0 && ch == quote:
-			quote = 0
-		case quote != 0:
-			b.WriteByte(ch)
-		case ch == '"' || ch == '\'':
-			quote, in = ch, true
-		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
-			if in {
-				out = append(out, b.String())
-				b.Reset()
-				in = false
-			}
-		default:
-			b.WriteByte(ch)
-			in = true
-		}
-	}
-	if in {
-		out = append(out, b.String())
 	}
 	return out
 }
@@ -94,7 +66,7 @@ func jvmSettingsOf(c *container) jvmSettings {
 	}
 	var words []string
 	for _, w := range append(append([]string{}, c.c.Command...), c.c.Args...) {
-		words = append(words, splitWords(w)...)
+		words = append(words, noproxy.SplitJavaOptions(w)...)
 	}
 	for k, val := range propsFromWords(words) {
 		s.props[k], s.sources[k] = val, nil

@@ -43,7 +43,7 @@ func env(kv ...string) []corev1.EnvVar {
 	return out
 }
 
-const goodNP = "localhost,127.0.0.1,::1,.svc,.cluster.local,kubernetes.default.svc"
+const goodNP = "localhost,127.0.0.1,::1,[::1],.svc,.cluster.local,kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,169.254.169.254"
 
 // allCases sets HTTP(S)_PROXY and NO_PROXY in both cases.
 func allCases(proxy, np string) []corev1.EnvVar {
@@ -109,7 +109,7 @@ func TestCheckPod(t *testing.T) {
 			Env: []corev1.EnvVar{{Name: "NO_PROXY", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gone"}, Key: "k", Optional: &yes}}}}}}}},
 		{name: "cluster-cidrs-and-api-ip", cluster: Cluster{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}, APIServerIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}},
 			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "busybox", Env: allCases("http://proxy:3128", goodNP)}}},
-			want: []string{idNoProxyIncomplete}, wantIn: "the cluster CIDR 10.96.0.0/12"},
+			want: []string{idNoProxyIncomplete}, wantIn: "cluster range 10.96.0.0/12 is not in NO_PROXY"},
 		{name: "api-ip-via-service-host-variable", cluster: Cluster{APIServerIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}},
 			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "busybox", Env: allCases("http://proxy:3128", goodNP+",$(KUBERNETES_SERVICE_HOST)")}}}},
 		{name: "ignore-annotation", ann: map[string]string{IgnoreAnnotation: "no-proxy-missing, proxy-var-single-case"},

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"egret.io/egret/internal/noproxy"
 )
 
 // pod is what the pod rules read: the input plus, per container, its
@@ -17,6 +19,7 @@ type pod struct {
 	refs       []reference // every envFrom/valueFrom reference that did not resolve
 	ignore     map[string]bool
 	findings   []Finding
+	nplint     map[*envVar][]noproxy.Finding // noproxy.Lint results per NO_PROXY variable
 }
 
 // container is one container of the pod with what the rules derive from it.

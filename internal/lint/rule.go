@@ -35,6 +35,7 @@ var rules = []Rule{
 	ruleNoProxyIgnored,
 	ruleNoProxyIncomplete,
 	ruleNoProxyMissing,
+	ruleNoProxyTooBroad,
 	ruleNodeEnvProxy,
 	ruleCredentialsInValue,
 	ruleSidecarNotNative,

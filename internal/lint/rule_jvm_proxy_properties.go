@@ -1,8 +1,9 @@
 package lint
 
 import (
-	"fmt"
 	"strings"
+
+	"egret.io/egret/internal/noproxy"
 )
 
 const idJVMProxyProps = "jvm-proxy-properties"
@@ -51,43 +52,21 @@ func checkJVMProxyProps(p *pod) {
 }
 
 // javaSuggestion builds the JAVA_TOOL_OPTIONS value matching env's proxy
-// variables (host and port only; never credentials).
+// variables with noproxy's translation (host and port only, never
+// credentials; NO_PROXY in http.nonProxyHosts form).
 func javaSuggestion(env *environment) string {
-	pick := func(prs ...varPair) proxyURL {
-		for _, pr := range prs {
-			for _, n := range []string{pr.upper, pr.lower} {
-				if v := env.get(n); v != nil && v.known && strings.TrimSpace(v.value) != "" {
-					return parseProxyURL(v.value)
-				}
-			}
-		}
-		return proxyURL{}
-	}
-	var parts []string
-	add := func(prefix string, u proxyURL) {
-		if u.host == "" {
-			return
-		}
-		port := u.port
-		if port == "" {
-			port = "80"
-			if u.scheme == "https" {
-				port = "443"
-			}
-		}
-		parts = append(parts, fmt.Sprintf("-D%s.proxyHost=%s -D%s.proxyPort=%s", prefix, u.host, prefix, port))
-	}
-	add("http", pick(httpProxy, allProxy))
-	add("https", pick(httpsProxy, allProxy, httpProxy))
-	if np := noProxyValue(env); np != "" {
-		if h := nonProxyHostsFor(np); h != "" {
-			parts = append(parts, "-Dhttp.nonProxyHosts="+h)
+	proxy := ""
+	for _, n := range []string{httpsProxy.upper, httpsProxy.lower, httpProxy.upper, httpProxy.lower, allProxy.upper, allProxy.lower} {
+		if v := env.get(n); v != nil && v.known && strings.TrimSpace(v.value) != "" {
+			proxy = strings.TrimSpace(v.value)
+			break
 		}
 	}
-	if len(parts) == 0 {
+	opts, _, err := noproxy.JavaToolOptions(proxy, noProxyValue(env))
+	if err != nil || opts == "" {
 		return "JAVA_TOOL_OPTIONS with -Dhttp.proxyHost, -Dhttp.proxyPort, -Dhttps.proxyHost, -Dhttps.proxyPort and -Dhttp.nonProxyHosts"
 	}
-	return "JAVA_TOOL_OPTIONS=\"" + strings.Join(parts, " ") + "\""
+	return "JAVA_TOOL_OPTIONS=\"" + opts + "\""
 }
 
 // noProxyValue returns the known NO_PROXY value a client would see (the

@@ -22,6 +22,6 @@ func checkNoProxyMissing(p *pod) {
 		}
 		p.report(idNoProxyMissing, Error, c, vars[0].field,
 			"%s %s set without NO_PROXY, so in-cluster calls (Services, the API server, metadata) go to the proxy: set NO_PROXY and no_proxy to %s",
-			names(vars), isAre(vars), suggestedNoProxy(p.in.Cluster))
+			names(vars), isAre(vars), suggestedNoProxy(p.in.Cluster, noProxyClients(c)))
 	}
 }

@@ -38,8 +38,8 @@ func nodeUsageErr(err error) error { return &ExitError{Code: nodeExitUsage, Err:
 
 func newNodeRenderCmd() *cobra.Command {
 	var (
-		rt, proxy, proxyFile, httpsProxy, outDir string
-		noProxy, registries                      []string
+		rt, proxy, proxyFile, outDir string
+		noProxy, registries          []string
 	)
 	cmd := &cobra.Command{
 		Use:   "render --runtime containerd|crio|docker|kubelet --proxy URL [--no-proxy LIST] [--registry HOST]... [-o DIR]",
@@ -47,14 +47,14 @@ func newNodeRenderCmd() *cobra.Command {
 		Long: `render writes the systemd drop-in /etc/systemd/system/<unit>.service.d/http-proxy.conf
 for the runtime: HTTP_PROXY, HTTPS_PROXY and NO_PROXY in both cases, with
 localhost, 127.0.0.1, ::1, the --no-proxy entries and every --registry host in
-NO_PROXY, quoted for systemd (% doubled, so a percent-encoded password
-survives). Without -o the drop-in goes to stdout and the steps to stderr;
+NO_PROXY (the drop-in of egret noproxy render). Without -o the drop-in goes
+to stdout and the steps to stderr;
 with -o DIR it is written to DIR/<unit>.service.d/ (use -o /etc/systemd/system
 on the node) and the steps go to stdout.
 
-When the proxy URL carries a user name and password, they go to an
-EnvironmentFile (http-proxy.env, mode 0600, written only with -o) so that
-systemctl show does not print them; pass such a URL with --proxy-file rather
+When the proxy URL carries a user name and password (or a %, \ or "), the
+variables go to an EnvironmentFile (http-proxy.env, mode 0600, written only
+with -o) so that systemctl show does not print them; pass such a URL with --proxy-file rather
 than on the command line, where ps shows it.
 
 Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
@@ -80,7 +80,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			} else if strings.Contains(proxy, "@") {
 				fmt.Fprintln(cmd.ErrOrStderr(), "egret: warning: the --proxy URL carries credentials, which ps shows to every user; prefer --proxy-file")
 			}
-			out, err := node.Render(node.RenderOptions{Runtime: r, HTTPProxy: proxy, HTTPSProxy: httpsProxy, NoProxy: noProxy, Registries: registries})
+			out, err := node.Render(node.RenderOptions{Runtime: r, Proxy: proxy, NoProxy: noProxy, Registries: registries})
 			if err != nil {
 				return nodeUsageErr(err)
 			}
@@ -113,7 +113,6 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 	f.StringVar(&rt, "runtime", "", "containerd, crio, docker or kubelet (required)")
 	f.StringVar(&proxy, "proxy", "", "proxy URL for http and https (http://host:port)")
 	f.StringVar(&proxyFile, "proxy-file", "", "read the proxy URL from this file (- for stdin); use it for URLs with credentials")
-	f.StringVar(&httpsProxy, "https-proxy", "", "a different proxy URL for https (default: --proxy)")
 	f.StringSliceVar(&noProxy, "no-proxy", nil, "NO_PROXY entries (comma-separated, repeatable); localhost,127.0.0.1,::1 are always added")
 	f.StringSliceVar(&registries, "registry", nil, "internal registry host or host:port to reach directly (repeatable)")
 	f.StringVarP(&outDir, "output-dir", "o", "", "write the files under DIR/<unit>.service.d/ instead of printing the drop-in")

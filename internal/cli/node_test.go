@@ -80,8 +80,8 @@ func TestNodeCheckCommand(t *testing.T) {
 		stdout string
 	}{
 		{name: "registry-proxied-exits-1", args: []string{"--registry", "registry.internal"}, code: 1,
-			stdout: "FAIL registry.internal: proxy (would go through http://proxy.corp:3128)"},
-		{name: "registry-direct-exits-0", args: []string{"--registry", "harbor.corp"}, code: 0, stdout: `matches NO_PROXY entry ".corp"`},
+			stdout: "FAIL registry.internal: proxy (would go through http://proxy.corp:3128: proxy from HTTPS_PROXY"},
+		{name: "registry-direct-exits-0", args: []string{"--registry", "harbor.corp"}, code: 0, stdout: "matched entry `.corp`"},
 		{name: "json", args: []string{"--registry", "harbor.corp", "-o", "json"}, code: 0, stdout: `"decision": "direct"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,15 +5,16 @@
 // internal registry missing from their NO_PROXY is why ImagePullBackOff
 // survives a perfect Deployment.
 //
-// Render builds the systemd drop-in (`[Service]` + `Environment=` lines in
-// both cases, values quoted for systemd, the registries added to NO_PROXY;
-// with credentials an `EnvironmentFile=` of mode 0600 instead, so that
+// Render builds the systemd drop-in (noproxy.RenderDropIn: `[Service]` +
+// `Environment=` lines in both cases, the registries added to NO_PROXY; with
+// credentials an `EnvironmentFile=` of mode 0600 instead, so that
 // `systemctl show` does not print the password) and the reload/restart steps.
 //
 // Inspect reads a running process's real environment (/proc/PID/environ),
 // finds the process by name when asked, tells per registry host whether the
-// process would go direct or through a proxy (Go's net/http rules, as
-// containerd, dockerd and the kubelet apply them), and compares the live
+// process would go direct or through a proxy (noproxy's go client model:
+// Go's net/http rules, as containerd, dockerd and the kubelet apply them),
+// and compares the live
 // environment with what the unit files and drop-ins configure, to catch a
 // drop-in edited but not applied by a restart.
 package node

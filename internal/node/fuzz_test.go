@@ -16,13 +16,13 @@ func FuzzRenderRoundTrip(f *testing.F) {
 		if len(tc.opts.NoProxy) > 0 {
 			np = tc.opts.NoProxy[0]
 		}
-		f.Add(tc.opts.HTTPProxy, np)
+		f.Add(tc.opts.Proxy, np)
 	}
 	f.Add(`http://proxy:3128/"x`, `a\b`)
 	f.Add(`http://u:it's@proxy:1`, "%n")
 	f.Add("http://proxy:1/%n%%", ".svc")
 	f.Fuzz(func(t *testing.T, proxy, entry string) {
-		r, err := Render(RenderOptions{Runtime: Containerd, HTTPProxy: proxy, NoProxy: []string{entry}})
+		r, err := Render(RenderOptions{Runtime: Containerd, Proxy: proxy, NoProxy: []string{entry}})
 		if err != nil {
 			return
 		}

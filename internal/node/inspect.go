@@ -3,12 +3,11 @@ package node
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
 
-	"golang.org/x/net/http/httpproxy"
+	"egret.io/egret/internal/noproxy"
 )
 
 // ProxyVars are the variables Inspect reports and compares.
@@ -115,23 +114,16 @@ func Inspect(o InspectOptions) (*Report, error) {
 	if r.Unit != "" {
 		restart = "run systemctl daemon-reload && systemctl restart " + strings.TrimSuffix(r.Unit, ".service")
 	}
-	cfg := httpproxy.Config{
-		HTTPProxy:  getEnvAny(env, "HTTP_PROXY", "http_proxy"),
-		HTTPSProxy: getEnvAny(env, "HTTPS_PROXY", "https_proxy"),
-		NoProxy:    getEnvAny(env, "NO_PROXY", "no_proxy"),
-		CGI:        env["REQUEST_METHOD"] != "",
-	}
-	if o.ExpectProxy && cfg.HTTPProxy == "" && cfg.HTTPSProxy == "" {
+	if o.ExpectProxy && getEnvAny(env, "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy") == "" {
 		r.Problems = append(r.Problems, fmt.Sprintf("pid %d has no HTTP_PROXY or HTTPS_PROXY: add them to its drop-in (egret node render) and %s", pid, restart))
 	}
-	proxyFor := cfg.ProxyFunc()
 	for _, reg := range o.Registries {
-		d := decide(reg, proxyFor, cfg.NoProxy)
+		d := decide(reg, env)
 		if !d.OK {
 			host, _ := registryHost(reg)
 			d.Advice = fmt.Sprintf("add %s to NO_PROXY and no_proxy in the drop-in, then %s", host, restart)
 			if d.Decision == "error" {
-				d.Advice = "fix the proxy URL in the drop-in, then " + restart
+				d.Advice = "check the registry name and the proxy variables in the drop-in, then " + restart
 			}
 			r.Problems = append(r.Problems, fmt.Sprintf("%s: %s — %s", reg, d.Reason, d.Advice))
 		}
@@ -173,9 +165,18 @@ func Inspect(o InspectOptions) (*Report, error) {
 	return r, nil
 }
 
-// decide applies Go's net/http proxy rules (what containerd, dockerd and the
-// kubelet run) to the registry's https URL.
-func decide(reg string, proxyFor func(*url.URL) (*url.URL, error), noProxy string) Decision {
+// goModel is noproxy's model of Go's net/http proxy rules (x/net httpproxy),
+// which containerd, dockerd, CRI-O and the kubelet run.
+var goModel = func() noproxy.Client {
+	c, ok := noproxy.ClientByName("go")
+	if !ok {
+		panic("node: noproxy has no go client model")
+	}
+	return c
+}()
+
+// decide predicts what a Go daemon in env does with the registry's https URL.
+func decide(reg string, env map[string]string) Decision {
 	host := strings.TrimSpace(reg)
 	if i := strings.Index(host, "://"); i >= 0 {
 		host = host[i+3:]
@@ -185,43 +186,19 @@ func decide(reg string, proxyFor func(*url.URL) (*url.URL, error), noProxy strin
 	}
 	u := &url.URL{Scheme: "https", Host: host, Path: "/v2/"}
 	d := Decision{Registry: reg, URL: u.String()}
-	p, err := proxyFor(u)
+	res, err := goModel.Decide(d.URL, noproxy.Env(env))
 	switch {
 	case err != nil:
-		d.Decision, d.Reason = "error", "the proxy variables do not parse, so every pull fails"
-	case p == nil:
-		d.Decision, d.OK = "direct", true
-		d.Reason = directReason(u, noProxy)
+		d.Decision, d.Reason = "error", "not a registry host: "+err.Error()
+	case res.Decision == noproxy.DecisionDirect:
+		d.Decision, d.OK, d.Reason = "direct", true, res.Reason
+	case res.Decision == noproxy.DecisionProxy:
+		d.Decision, d.Proxy = "proxy", res.Proxy
+		d.Reason = "would go through " + res.Proxy + ": " + res.Reason
 	default:
-		d.Decision, d.Proxy = "proxy", p.Redacted()
-		d.Reason = "would go through " + d.Proxy
+		d.Decision, d.Reason = "error", res.Reason
 	}
 	return d
-}
-
-// directReason explains a direct decision.
-func directReason(u *url.URL, noProxy string) string {
-	h := u.Hostname()
-	if h == "localhost" {
-		return "localhost is always reached directly"
-	}
-	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
-		return "loopback is always reached directly"
-	}
-	if strings.TrimSpace(noProxy) == "" {
-		return "no proxy is configured for https"
-	}
-	for _, e := range strings.Split(noProxy, ",") {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			continue
-		}
-		one := httpproxy.Config{HTTPSProxy: "http://egret.invalid", NoProxy: e}
-		if p, err := one.ProxyFunc()(u); err == nil && p == nil {
-			return fmt.Sprintf("matches NO_PROXY entry %q", e)
-		}
-	}
-	return "no proxy is configured for https"
 }
 
 // getEnvAny returns the first of names that is set to a non-empty value, as

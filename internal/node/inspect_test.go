@@ -83,7 +83,8 @@ func TestInspectRealProcess(t *testing.T) {
 	}{
 		{name: "by-pid", opts: InspectOptions{PID: pid, Registries: []string{"registry.internal:5000", "harbor.corp.example", "10.1.2.3:5000", "localhost:5000"}},
 			decision: map[string]string{"registry.internal:5000": "proxy", "harbor.corp.example": "direct", "10.1.2.3:5000": "direct", "localhost:5000": "direct"},
-			reason:   map[string]string{"registry.internal:5000": "would go through http://pull:xxxxx@proxy.corp.example:3128", "harbor.corp.example": `entry ".corp.example"`, "10.1.2.3:5000": `"10.0.0.0/8"`, "localhost:5000": "always"}},
+			reason: map[string]string{"registry.internal:5000": "would go through http://pull:xxxxx@proxy.corp.example:3128: proxy from HTTPS_PROXY",
+				"harbor.corp.example": "matched entry `.corp.example`", "10.1.2.3:5000": "matched entry `10.0.0.0/8`", "localhost:5000": "always sends localhost direct"}},
 		{name: "by-name", opts: InspectOptions{Process: name, Registries: []string{"harbor.corp.example"}}, ok: true,
 			decision: map[string]string{"harbor.corp.example": "direct"}},
 		{name: "ip-registry-outside-cidr", opts: InspectOptions{PID: pid, Registries: []string{"192.168.5.5:5000"}},
@@ -155,7 +156,7 @@ func TestInspectDrift(t *testing.T) {
 	pid := startNamed(t, name, proxyEnv)
 	unit := name + ".service"
 	rendered := func(t *testing.T, noProxy ...string) string {
-		r, err := Render(RenderOptions{Runtime: Containerd, HTTPProxy: "http://pull:s3cret@proxy.corp.example:3128", NoProxy: noProxy})
+		r, err := Render(RenderOptions{Runtime: Containerd, Proxy: "http://pull:s3cret@proxy.corp.example:3128", NoProxy: noProxy})
 		if err != nil {
 			t.Fatal(err)
 		}

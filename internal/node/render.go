@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"path"
 	"strings"
+
+	"egret.io/egret/internal/noproxy"
 )
 
 // DropInName is the file name egret renders in a unit's drop-in directory.
@@ -26,11 +28,8 @@ var DefaultNoProxy = []string{"localhost", "127.0.0.1", "::1"}
 // RenderOptions are the inputs of Render.
 type RenderOptions struct {
 	Runtime Runtime
-	// HTTPProxy is the proxy URL for http:// (and, when HTTPSProxy is empty,
-	// https://) requests. Required.
-	HTTPProxy string
-	// HTTPSProxy is the proxy URL for https:// requests; "" means HTTPProxy.
-	HTTPSProxy string
+	// Proxy is the proxy URL for http:// and https:// requests. Required.
+	Proxy string
 	// NoProxy are NO_PROXY entries (each may itself be a comma-separated list).
 	NoProxy []string
 	// Registries are registry hosts (host or host:port) that must be reached
@@ -56,60 +55,54 @@ type Rendered struct {
 	Note    string   // what the restart does
 }
 
-// Render builds the systemd drop-in for o.Runtime.
+// Render builds the systemd drop-in for o.Runtime. Without credentials it
+// is noproxy.RenderDropIn's drop-in (Environment= lines); with credentials
+// (or %, \ or " in the URL, which noproxy's renderer refuses) the variables
+// go to a 0600 EnvironmentFile instead.
 func Render(o RenderOptions) (*Rendered, error) {
 	if _, ok := runtimes[o.Runtime]; !ok {
 		return nil, fmt.Errorf("unknown runtime %q", o.Runtime)
 	}
-	if strings.TrimSpace(o.HTTPProxy) == "" {
+	if strings.TrimSpace(o.Proxy) == "" {
 		return nil, errors.New("a proxy URL is required")
 	}
-	httpP, err := checkProxyURL(o.HTTPProxy)
+	proxy, err := checkProxyURL(o.Proxy)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	httpsP := httpP
-	if strings.TrimSpace(o.HTTPSProxy) != "" {
-		if httpsP, err = checkProxyURL(o.HTTPSProxy); err != nil {
-			return nil, fmt.Errorf("https proxy: %w", err)
-		}
 	}
 	np, err := noProxyList(o.NoProxy, o.Registries)
 	if err != nil {
 		return nil, err
 	}
-	vars := [][2]string{
-		{"HTTP_PROXY", httpP}, {"http_proxy", httpP},
-		{"HTTPS_PROXY", httpsP}, {"https_proxy", httpsP},
-		{"NO_PROXY", np}, {"no_proxy", np},
-	}
 	unit := o.Runtime.Unit()
 	dir := path.Join(SystemdDir, unit+".d")
 	r := &Rendered{Unit: unit, NoProxy: np, Steps: o.Runtime.RestartSteps(), Note: o.Runtime.RestartNote()}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Proxy settings for %s, rendered by egret node render.\n", unit)
-	fmt.Fprintf(&b, "# %s reads them once, at start. Apply with:\n", unit)
-	fmt.Fprintf(&b, "#   %s\n", strings.Join(r.Steps, " && "))
-	fmt.Fprintf(&b, "# Check with: egret node check --runtime %s", o.Runtime)
+	check := "# Check with: egret node check --runtime " + string(o.Runtime)
 	for _, reg := range o.Registries {
-		fmt.Fprintf(&b, " --registry %s", reg)
+		check += " --registry " + reg
 	}
-	b.WriteString("\n[Service]\n")
-	if hasCredentials(httpP) || hasCredentials(httpsP) {
-		envPath := path.Join(dir, EnvFileName)
-		fmt.Fprintf(&b, "# The proxy URL has credentials: they live in %s (mode 0600),\n# which `systemctl show` does not print.\n", envPath)
-		fmt.Fprintf(&b, "EnvironmentFile=%s\n", envPath)
-		var e strings.Builder
-		fmt.Fprintf(&e, "# Proxy settings for %s, rendered by egret node render. Keep this file mode 0600.\n", unit)
-		for _, kv := range vars {
-			fmt.Fprintf(&e, "%s=%s\n", kv[0], quoteEnvFile(kv[1]))
+	if !hasCredentials(proxy) && !strings.ContainsAny(proxy, "%\\\"") {
+		d, err := noproxy.RenderDropIn(noproxy.Runtime(o.Runtime), noproxy.DropInOptions{Proxy: proxy, NoProxy: np})
+		if err != nil {
+			return nil, err
 		}
-		r.EnvFile = &File{Path: envPath, Content: e.String(), Mode: 0o600, Secret: true}
-	} else {
-		for _, kv := range vars {
-			fmt.Fprintf(&b, "Environment=%s\n", quoteEnvironment(kv[0]+"="+kv[1]))
-		}
+		head, rest, _ := strings.Cut(d.Content, "\n")
+		r.DropIn = File{Path: d.Path, Content: head + "\n" + check + "\n" + rest, Mode: 0o644}
+		return r, nil
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by egret: proxy settings for %s. Apply with: %s\n", unit, strings.Join(r.Steps, " && "))
+	b.WriteString(check + "\n")
+	envPath := path.Join(dir, EnvFileName)
+	fmt.Fprintf(&b, "# The proxy URL has credentials (or characters systemd would alter in Environment=):\n# the variables live in %s (mode 0600), which `systemctl show` does not print.\n", envPath)
+	b.WriteString("[Service]\n")
+	fmt.Fprintf(&b, "EnvironmentFile=%s\n", envPath)
+	var e strings.Builder
+	fmt.Fprintf(&e, "# Proxy settings for %s, written by egret. Keep this file mode 0600.\n", unit)
+	for _, kv := range [][2]string{{"HTTP_PROXY", proxy}, {"http_proxy", proxy}, {"HTTPS_PROXY", proxy}, {"https_proxy", proxy}, {"NO_PROXY", np}, {"no_proxy", np}} {
+		fmt.Fprintf(&e, "%s=%s\n", kv[0], quoteEnvFile(kv[1]))
+	}
+	r.EnvFile = &File{Path: envPath, Content: e.String(), Mode: 0o600, Secret: true}
 	r.DropIn = File{Path: path.Join(dir, DropInName), Content: b.String(), Mode: 0o644}
 	return r, nil
 }
@@ -178,6 +171,7 @@ func noProxyList(entries, registries []string) (string, error) {
 	for _, e := range DefaultNoProxy {
 		_ = add(e)
 	}
+	// noproxy.Normalize below drops duplicates the same way.
 	for _, list := range entries {
 		for _, e := range strings.Split(list, ",") {
 			if err := add(e); err != nil {
@@ -194,7 +188,7 @@ func noProxyList(entries, registries []string) (string, error) {
 			return "", err
 		}
 	}
-	return strings.Join(out, ","), nil
+	return noproxy.Normalize(strings.Join(out, ",")), nil
 }
 
 // registryHost returns the host of a registry reference ("registry.internal:5000",
@@ -222,15 +216,6 @@ func registryHost(r string) (string, error) {
 		return "", fmt.Errorf("registry %q is not a host or host:port", r)
 	}
 	return strings.ToLower(s), nil
-}
-
-// quoteEnvironment quotes one VAR=value assignment for systemd's
-// Environment=: double quotes, C escapes for backslash and double quote, and
-// %% for %, which systemd would otherwise read as a specifier (so a
-// percent-encoded password survives).
-func quoteEnvironment(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%")
-	return `"` + r.Replace(s) + `"`
 }
 
 // quoteEnvFile quotes a value for an EnvironmentFile=: single quotes keep

@@ -30,13 +30,13 @@ var renderCases = []struct {
 	name string
 	opts RenderOptions
 }{
-	{"containerd", RenderOptions{Runtime: Containerd, HTTPProxy: "http://proxy.corp.example:3128",
+	{"containerd", RenderOptions{Runtime: Containerd, Proxy: "http://proxy.corp.example:3128",
 		NoProxy: []string{".corp.example,10.0.0.0/8"}, Registries: []string{"registry.internal:5000", "harbor.corp.example"}}},
-	{"crio-https-proxy", RenderOptions{Runtime: CRIO, HTTPProxy: "http://proxy.corp.example:3128", HTTPSProxy: "http://proxy-tls.corp.example:3129",
+	{"crio", RenderOptions{Runtime: CRIO, Proxy: "http://proxy.corp.example:3128",
 		Registries: []string{"https://quay.internal/v2/", "[fd00::5]:5000", "10.1.2.3:5000"}}},
-	{"docker-credentials", RenderOptions{Runtime: Docker, HTTPProxy: "http://node-pull:p%40ss%25w0rd@proxy.corp.example:3128",
+	{"docker-credentials", RenderOptions{Runtime: Docker, Proxy: "http://node-pull:p%40ss%25w0rd@proxy.corp.example:3128",
 		NoProxy: []string{".svc", ".cluster.local"}, Registries: []string{"registry.internal"}}},
-	{"kubelet", RenderOptions{Runtime: Kubelet, HTTPProxy: "http://proxy.corp.example:3128",
+	{"kubelet", RenderOptions{Runtime: Kubelet, Proxy: "http://proxy.corp.example:3128",
 		NoProxy: []string{"10.96.0.1", "kubernetes.default.svc,.svc,.cluster.local", "LOCALHOST"}}},
 }
 
@@ -87,13 +87,9 @@ func TestRenderRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			httpsWant := tc.opts.HTTPSProxy
-			if httpsWant == "" {
-				httpsWant = tc.opts.HTTPProxy
-			}
+			p := tc.opts.Proxy
 			want := map[string]string{
-				"HTTP_PROXY": tc.opts.HTTPProxy, "http_proxy": tc.opts.HTTPProxy,
-				"HTTPS_PROXY": httpsWant, "https_proxy": httpsWant,
+				"HTTP_PROXY": p, "http_proxy": p, "HTTPS_PROXY": p, "https_proxy": p,
 				"NO_PROXY": r.NoProxy, "no_proxy": r.NoProxy,
 			}
 			for k, v := range want {
@@ -115,13 +111,13 @@ func TestRenderErrors(t *testing.T) {
 		want string
 	}{
 		{"no-proxy-url", RenderOptions{Runtime: Containerd}, "required"},
-		{"unknown-runtime", RenderOptions{Runtime: "podman", HTTPProxy: "http://p:1"}, "unknown runtime"},
-		{"no-scheme", RenderOptions{Runtime: Containerd, HTTPProxy: "proxy:3128"}, "no scheme"},
-		{"bad-scheme", RenderOptions{Runtime: Containerd, HTTPProxy: "ftp://proxy:21"}, "unsupported scheme"},
-		{"unencoded-password", RenderOptions{Runtime: Containerd, HTTPProxy: "http://u:p@ss w@proxy:3128"}, "percent-encoded"},
-		{"newline", RenderOptions{Runtime: Containerd, HTTPProxy: "http://proxy:3128\nEnvironment=X=1"}, "line break"},
-		{"entry-with-quote", RenderOptions{Runtime: Containerd, HTTPProxy: "http://p:1", NoProxy: []string{`a"b`}}, "quote"},
-		{"bad-registry", RenderOptions{Runtime: Containerd, HTTPProxy: "http://p:1", Registries: []string{"user@host"}}, "not a host"},
+		{"unknown-runtime", RenderOptions{Runtime: "podman", Proxy: "http://p:1"}, "unknown runtime"},
+		{"no-scheme", RenderOptions{Runtime: Containerd, Proxy: "proxy:3128"}, "no scheme"},
+		{"bad-scheme", RenderOptions{Runtime: Containerd, Proxy: "ftp://proxy:21"}, "unsupported scheme"},
+		{"unencoded-password", RenderOptions{Runtime: Containerd, Proxy: "http://u:p@ss w@proxy:3128"}, "percent-encoded"},
+		{"newline", RenderOptions{Runtime: Containerd, Proxy: "http://proxy:3128\nEnvironment=X=1"}, "line break"},
+		{"entry-with-quote", RenderOptions{Runtime: Containerd, Proxy: "http://p:1", NoProxy: []string{`a"b`}}, "quote"},
+		{"bad-registry", RenderOptions{Runtime: Containerd, Proxy: "http://p:1", Registries: []string{"user@host"}}, "not a host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Render(tc.opts)
@@ -136,17 +132,14 @@ func TestRenderErrors(t *testing.T) {
 }
 
 func TestQuoting(t *testing.T) {
-	for _, tc := range []struct{ name, in, env, file string }{
-		{"plain", "A=http://p:1", `"A=http://p:1"`, `'A=http://p:1'`},
-		{"percent", "A=p%40ss", `"A=p%%40ss"`, `'A=p%40ss'`},
-		{"quote-and-backslash", `A=a"b\c`, `"A=a\"b\\c"`, `'A=a"b\c'`},
-		{"single-quote", "A=it's", `"A=it's"`, `"A=it's"`},
-		{"dollar-in-double", "A=x'$y", `"A=x'$y"`, `"A=x'\$y"`},
+	for _, tc := range []struct{ name, in, file string }{
+		{"plain", "A=http://p:1", `'A=http://p:1'`},
+		{"percent", "A=p%40ss", `'A=p%40ss'`},
+		{"quote-and-backslash", `A=a"b\c`, `'A=a"b\c'`},
+		{"single-quote", "A=it's", `"A=it's"`},
+		{"dollar-in-double", "A=x'$y", `"A=x'\$y"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := quoteEnvironment(tc.in); got != tc.env {
-				t.Errorf("quoteEnvironment = %s, want %s", got, tc.env)
-			}
 			if got := quoteEnvFile(tc.in); got != tc.file {
 				t.Errorf("quoteEnvFile = %s, want %s", got, tc.file)
 			}

@@ -1,8 +1,10 @@
 package lint
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"egret.io/egret/internal/noproxy"
 )
@@ -70,10 +72,24 @@ func lintNoProxy(v string, cl Cluster, clients []string) []noproxy.Finding {
 
 var backticked = regexp.MustCompile("`([^`]+)`")
 
+// essentialCache memoises essentialEntries (a pure function of its
+// arguments), keyed by their printed form.
+var essentialCache sync.Map
+
 // essentialEntries returns the entries noproxy recommends for every pod of
 // the cluster and these clients: the fixes of the essentials an empty
-// NO_PROXY misses.
+// NO_PROXY misses. The result must not be modified.
 func essentialEntries(cl Cluster, clients []string) []string {
+	key := fmt.Sprint(cl.Domain, cl.CIDRs, cl.APIServerIPs, clients)
+	if v, ok := essentialCache.Load(key); ok {
+		return v.([]string)
+	}
+	out := computeEssentials(cl, clients)
+	essentialCache.Store(key, out)
+	return out
+}
+
+func computeEssentials(cl Cluster, clients []string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, f := range noproxy.Lint("", lintOptions(cl, clients)) {

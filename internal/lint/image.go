@@ -135,7 +135,10 @@ func detectRuntimes(c *corev1.Container, env *environment) runtimeSet {
 // proxyKind names the forward proxy running in a container.
 type proxyKind string
 
-const notProxy proxyKind = ""
+const (
+	notProxy  proxyKind = ""
+	portProxy proxyKind = "proxy on port 3128" // an unknown image listening on 3128
+)
 
 // ProxyPort is the port forward proxies listen on by convention.
 const ProxyPort = 3128
@@ -176,7 +179,7 @@ func detectProxy(c *corev1.Container) proxyKind {
 	}
 	for _, p := range c.Ports {
 		if p.ContainerPort == ProxyPort {
-			return "proxy on port 3128"
+			return portProxy
 		}
 	}
 	return notProxy

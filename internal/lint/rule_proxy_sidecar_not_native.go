@@ -26,10 +26,20 @@ func checkSidecarNotNative(p *pod) {
 		case c.proxy == notProxy:
 		case c.isInit() && !c.native:
 			p.report(idSidecarNotNative, Error, c, c.field,
-				"%s proxy %q is an init container without restartPolicy: Always, so it never exits and the pod never starts: add restartPolicy: Always", c.proxy, c.c.Name)
+				"%s is an init container without restartPolicy: Always, so it never exits and the pod never starts: add restartPolicy: Always", describeProxy(c))
 		case !c.isInit() && apps > 0:
 			p.report(idSidecarNotNative, Error, c, c.field,
-				"%s proxy %q runs as a plain container beside the application, which races it at start (and a Job never completes): move it to initContainers with restartPolicy: Always and a startupProbe", c.proxy, c.c.Name)
+				"%s runs as a plain container beside the application, which races it at start (and a Job never completes): move it to initContainers with restartPolicy: Always and a startupProbe", describeProxy(c))
 		}
 	}
 }
+
+// describeProxy names a proxy container for messages.
+func describeProxy(c *container) string {
+	if c.proxy == portProxy {
+		return "the proxy sidecar " + strconvQuote(c.c.Name) + " (port 3128)"
+	}
+	return "the " + string(c.proxy) + " sidecar " + strconvQuote(c.c.Name)
+}
+
+func strconvQuote(s string) string { return `"` + s + `"` }

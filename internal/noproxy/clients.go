@@ -26,7 +26,7 @@ func Clients() []Client {
 		{Name: "node-http", Column: "nodecore", Runtime: "Node.js core http/https with NODE_USE_ENV_PROXY=1 (Node >= 24.5 / 22.21)",
 			Verified: VerifiedReal, decide: decideNodeCore,
 			Caps: Caps{StarDot: true, BareIPv6: true, Ports: true, StarInList: true}},
-		{Name: "undici", Column: "undici", Runtime: "undici EnvHttpProxyAgent 8.10-8.12 (fetch in Node 26)",
+		{Name: "undici", Column: "undici", Runtime: "undici EnvHttpProxyAgent 8.10.x (8.11+ reads `*` anywhere, trailing dots and `*.x` differently)",
 			Verified: VerifiedReal, decide: undiciModel{name: "undici", stripDot: true, bareV6: true}.decide,
 			Caps: Caps{StarDot: true, BareSub: true, BareIPv6: true, BracketIPv6: true, Ports: true}},
 		{Name: "undici-7.22", Column: "undici722", Runtime: "undici EnvHttpProxyAgent 7.22-8.9 (fetch in Node 24 with NODE_USE_ENV_PROXY=1)",

@@ -220,7 +220,7 @@ func Lint(value string, opts LintOptions) []Finding {
 			if len(covers) > 0 && len(covers) < len(clients) {
 				fs = append(fs, Finding{Rule: RuleEntryMisread, Severity: SeverityInfo, Entry: e.Raw, Clients: covers,
 					Message: fmt.Sprintf("entry %s also covers %s itself in %s, not in the others", q(e.Raw), e.Domain, strings.Join(covers, ", ")),
-					Fix: fmt.Sprintf("if %s itself must go direct, list %s too", e.Domain, q(e.Domain))})
+					Fix:     fmt.Sprintf("if %s itself must go direct, list %s too", e.Domain, q(e.Domain))})
 			}
 		}
 		if e.Kind == KindDomain && tooBroadDomain(e.Domain) {
@@ -232,7 +232,7 @@ func Lint(value string, opts LintOptions) []Finding {
 			if h != "" && (e.Match(h, 443) || e.Match(h, 80)) {
 				fs = append(fs, Finding{Rule: RuleTooBroad, Severity: SeverityError, Entry: e.Raw,
 					Message: fmt.Sprintf("entry %s sends %s direct, but it must use the fixed egress (proxy)", q(e.Raw), h),
-					Fix: "narrow or remove the entry"})
+					Fix:     "narrow or remove the entry"})
 			}
 		}
 	}
@@ -252,6 +252,9 @@ func entryFix(e Entry) string {
 	case KindDomain:
 		if e.Port != 0 {
 			return "avoid ports in NO_PROXY: several clients ignore such entries"
+		}
+		if strings.HasPrefix(e.Raw, "*.") {
+			return fmt.Sprintf("write %s instead (and %s if the name itself must go direct)", q("."+e.Domain), q(e.Domain))
 		}
 		return fmt.Sprintf("list both %s and %s (apex and subdomains)", q(e.Domain), q("."+e.Domain))
 	case KindIP:
@@ -297,13 +300,13 @@ func lintSeparators(value string) []Finding {
 		if strings.ContainsAny(t, " \t;") {
 			fs = append(fs, Finding{Rule: RuleSeparator, Severity: SeverityError, Entry: t,
 				Message: fmt.Sprintf("entry %s contains a blank or `;`: only undici, proxy-from-env, global-agent, Ruby and curl <= 8.8 split there; everyone else reads one broken entry", q(t)),
-				Fix: "separate entries with commas only"})
+				Fix:     "separate entries with commas only"})
 		}
 		if p != t && (i == 0 || strings.TrimLeft(p, " \t") != p || strings.TrimRight(p, " \t") != p) {
 			if strings.TrimRight(p, " \t\n") != p || i == 0 && strings.TrimLeft(p, " \t") != p {
 				fs = append(fs, Finding{Rule: RuleSeparator, Severity: SeverityWarning, Entry: t, Clients: []string{"wget"},
 					Message: fmt.Sprintf("blank around entry %s: wget keeps it, so the entry never matches in wget", q(t)),
-					Fix: "remove the blanks"})
+					Fix:     "remove the blanks"})
 			}
 		}
 	}
@@ -384,7 +387,7 @@ func lintEssentials(value string, entries []Entry, clients []Client, domain stri
 				Fix:     "add " + q(cidr.String())})
 		} else if len(noCIDR) > 0 {
 			fs = append(fs, Finding{Rule: RuleCIDROnly, Severity: SeverityInfo, Entry: cidr.String(), Clients: noCIDR,
-				Message: fmt.Sprintf("%s still sends requests to IPs in %s through the proxy (no CIDR support)", strings.Join(noCIDR, ", "), cidr),
+				Message: fmt.Sprintf("%s still send requests to IPs in %s through the proxy (no CIDR support)", strings.Join(noCIDR, ", "), cidr),
 				Fix:     "use Service names in those clients, or egret's sidecar, which routes CIDRs for every client"})
 		}
 	}

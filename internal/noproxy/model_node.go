@@ -38,6 +38,14 @@ func decideNodeCore(env Env, t *target) verdict {
 	if !on {
 		return direct("NODE_USE_ENV_PROXY is not \"1\": Node's http/https ignore proxy variables")
 	}
+	// At startup Node also builds fetch's EnvHttpProxyAgent (undici rules:
+	// lower-case ?? upper-case); a value that is not a URL makes it throw and
+	// the process exit before any request.
+	for _, pair := range [][2]string{{"http_proxy", "HTTP_PROXY"}, {"https_proxy", "HTTPS_PROXY"}} {
+		if v, n, _ := env.firstSet(pair[0], pair[1]); v != "" && !reWHATWGScheme.MatchString(v) {
+			return fail(fmt.Sprintf("%s is not a URL: with NODE_USE_ENV_PROXY=1 Node exits at startup (ERR_INVALID_URL)", n), notes...)
+		}
+	}
 	var val, name string
 	if t.scheme == "https" {
 		val, name = env.nonEmpty("https_proxy", "HTTPS_PROXY")
@@ -102,11 +110,12 @@ type undiciModel struct {
 }
 
 var (
-	reHostPort   = regexp.MustCompile(`^(.+):(\d+)$`)
-	reV6HostPort = regexp.MustCompile(`^\[(.+)\]:(\d+)$`)
-	reBracketed  = regexp.MustCompile(`^\[(.+)\]$`)
-	reStarDot    = regexp.MustCompile(`^\*?\.`)
-	reNodeSplit  = regexp.MustCompile(`[,\s]`)
+	reWHATWGScheme = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+	reHostPort     = regexp.MustCompile(`^(.+):(\d+)$`)
+	reV6HostPort   = regexp.MustCompile(`^\[(.+)\]:(\d+)$`)
+	reBracketed    = regexp.MustCompile(`^\[(.+)\]$`)
+	reStarDot      = regexp.MustCompile(`^\*?\.`)
+	reNodeSplit    = regexp.MustCompile(`[,\s]`)
 )
 
 // jsPort is Number.parseInt on a digit string (no overflow in practice).

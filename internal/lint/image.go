@@ -119,7 +119,7 @@ func detectRuntimes(c *corev1.Container, env *environment) runtimeSet {
 		}
 	}
 	for _, name := range env.order {
-		if name == "JAVA_TOOL_OPTIONS" || name == "JDK_JAVA_OPTIONS" || name == "JAVA_OPTS" || name == "JAVA_HOME" || name == "_JAVA_OPTIONS" {
+		if strings.HasPrefix(name, "JAVA_") || name == "JDK_JAVA_OPTIONS" || name == "_JAVA_OPTIONS" || name == "JVM_OPTS" || name == "CATALINA_OPTS" {
 			s |= runtimeSet(rtJVM)
 		}
 		if name == "NODE_OPTIONS" || name == "NODE_ENV" || name == "NODE_USE_ENV_PROXY" {

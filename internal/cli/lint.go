@@ -96,6 +96,9 @@ objects are still printed).`,
 			if err != nil {
 				return fmt.Errorf("write report: %w", err)
 			}
+			if len(objs) == 0 && readErr == nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "egret: warning: no Kubernetes objects in the input")
+			}
 			if inErr := errors.Join(readErr, checkErr); inErr != nil {
 				return &ExitError{Code: lintExitInput, Err: inErr}
 			}

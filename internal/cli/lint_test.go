@@ -64,6 +64,7 @@ func TestLintCommandExitCodes(t *testing.T) {
 		{name: "cluster-flags", args: []string{"lint", "--cluster-cidrs", "10.96.0.0/12", "--api-server-ip", "10.96.0.1", "-"}, stdin: lintWarnOnly, code: 1, stdout: "cluster range 10.96.0.0/12 is not in NO_PROXY"},
 		{name: "parse-error-exits-2", args: []string{"lint", "-"}, stdin: "kind: Pod\n  bad: [\n", code: 2, stderr: "stdin:"},
 		{name: "missing-file-exits-2", args: []string{"lint", "/nonexistent/egret.yaml"}, code: 2, stderr: "no such file"},
+		{name: "empty-input-warns", args: []string{"lint", "-"}, stdin: "# nothing\n", code: 0, stdout: "in 0 objects", stderr: "no Kubernetes objects"},
 		{name: "no-args-exits-2", args: []string{"lint"}, code: 2, stderr: "at least one"},
 		{name: "bad-output-exits-2", args: []string{"lint", "-o", "xml", "-"}, code: 2, stderr: "unknown output format"},
 		{name: "bad-cidr-exits-2", args: []string{"lint", "--cluster-cidrs", "10.0.0.0/33", "-"}, code: 2, stderr: "--cluster-cidrs"},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -74,7 +75,11 @@ func (p Proc) Environ(pid int) (map[string]string, error) {
 		if errors.Is(err, os.ErrPermission) {
 			return nil, fmt.Errorf("read the environment of pid %d: permission denied (run as root)", pid)
 		}
-		return nil, fmt.Errorf("read the environment of pid %d: %w", pid, errors.Unwrap(err))
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("read the environment of pid %d: %w", pid, err)
 	}
 	env := map[string]string{}
 	for _, kv := range bytes.Split(data, []byte{0}) {

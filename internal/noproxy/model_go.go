@@ -3,6 +3,7 @@ package noproxy
 import (
 	"fmt"
 	"net/url"
+	"strings"
 )
 
 // goProxyURL is httpproxy's parseProxy: a value without scheme or host is
@@ -73,6 +74,15 @@ func decideGo(env Env, t *target) verdict {
 			notes = append(notes, "no_proxy ignored: Go prefers upper-case NO_PROXY")
 		}
 		entries, _ := Parse(npVal)
+		// Go keeps "." and "*." as a suffix "." that matches every name
+		// written with a trailing dot; Parse reports them as errors.
+		if !t.ip.IsValid() && strings.HasSuffix(host, ".") {
+			for _, raw := range strings.Split(npVal, ",") {
+				if r := strings.TrimSpace(raw); r == "." || r == "*." {
+					return direct(fmt.Sprintf("matched entry %s (every name ending in a dot) in %s", q(r), npName), notes...)
+				}
+			}
+		}
 		for _, e := range entries {
 			if e.Match(host, t.port) {
 				return direct(fmt.Sprintf("matched entry %s (%s) in %s", q(e.Raw), describe(e), npName), notes...)

@@ -1,8 +1,11 @@
 module egret.io/egret
 
-go 1.26
+go 1.26.0
 
-require github.com/spf13/cobra v1.10.2
+require (
+	github.com/spf13/cobra v1.10.2
+	golang.org/x/sys v0.50.0
+)
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -155,11 +155,13 @@ func (p Probe) one(ctx context.Context, target netip.AddrPort) error {
 				a := arrival{token: buf, err: err}
 				if err == nil {
 					a.orig, a.err = origdst.Lookup(c.(*net.TCPConn))
-					c.Write([]byte("ok"))
 				}
-				select {
+				select { // before the ack: a client that reads "ok" finds its arrival
 				case arrivals <- a:
 				default:
+				}
+				if err == nil {
+					c.Write([]byte(probeAck))
 				}
 			}()
 		}
@@ -179,21 +181,55 @@ func (p Probe) one(ctx context.Context, target netip.AddrPort) error {
 	if _, err := c.Write(token); err != nil {
 		return fail("write: %v", err)
 	}
+	acks := make(chan string, 1)
+	go func() {
+		buf := make([]byte, len(probeAck))
+		n, err := io.ReadFull(c, buf)
+		if err != nil {
+			acks <- fmt.Sprintf("the peer that accepted sent %q then: %v", buf[:n], err)
+			return
+		}
+		acks <- string(buf)
+	}()
+	check := func(a arrival) (bool, error) {
+		if !bytes.Equal(a.token, token) {
+			return false, nil // someone else's connection
+		}
+		if a.err != nil {
+			return true, fail("arrived at %s but the original destination is unknown: %v", laddr, a.err)
+		}
+		if a.orig.Addr().Unmap() != target.Addr().Unmap() || a.orig.Port() != target.Port() {
+			return true, fail("arrived at %s with original destination %s", laddr, a.orig)
+		}
+		return true, nil
+	}
 	for {
 		select {
 		case a := <-arrivals:
-			if !bytes.Equal(a.token, token) {
-				continue // someone else's connection
+			if done, err := check(a); done {
+				return err
 			}
-			if a.err != nil {
-				return fail("arrived at %s but the original destination is unknown: %v", laddr, a.err)
+		case ack := <-acks:
+			for { // our listener queued the arrival before acknowledging
+				select {
+				case a := <-arrivals:
+					if done, err := check(a); done {
+						return err
+					}
+					continue
+				default:
+				}
+				break
 			}
-			if a.orig.Addr().Unmap() != target.Addr().Unmap() || a.orig.Port() != target.Port() {
-				return fail("arrived at %s with original destination %s", laddr, a.orig)
+			if ack == probeAck {
+				return fail("acknowledged, but no arrival was recorded at %s", laddr)
 			}
-			return nil
+			return fail("the connection reached something other than egret's probe listener on %s: %s", laddr, ack)
 		case <-ctx.Done():
 			return fail("nothing arrived at %s within %s (the peer that accepted is not egret's probe)", laddr, timeout)
 		}
 	}
 }
+
+// probeAck is what the probe listener answers after reading the token.
+const probeAck = "ok"

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -102,7 +103,7 @@ func Build(c Config, fam Family) Ruleset {
 	}
 	for _, p := range c.ExcludeCIDRs {
 		if fam.contains(p.Addr()) {
-			add(ChainOutput, "excluded cidr "+p.String(), []string{"-d", p.String()}, ret...)
+			add(ChainOutput, "excluded cidr "+p.String(), dst(p), ret...)
 		}
 	}
 	if len(c.IncludeCIDRs) == 0 {
@@ -110,13 +111,21 @@ func Build(c Config, fam Family) Ruleset {
 	} else {
 		for _, p := range c.IncludeCIDRs {
 			if fam.contains(p.Addr()) {
-				add(ChainOutput, "included cidr "+p.String()+" is redirected", []string{"-d", p.String()}, "-j", ChainRedirect)
+				add(ChainOutput, "included cidr "+p.String()+" is redirected", dst(p), "-j", ChainRedirect)
 			}
 		}
 	}
 	port := strconv.Itoa(int(c.RedirectPort))
 	add(ChainRedirect, "to the transparent proxy on port "+port, []string{"-p", "tcp"}, "-j", "REDIRECT", "--to-ports", port)
 	return rs
+}
+
+// dst matches destination p; iptables-save omits a match-all /0.
+func dst(p netip.Prefix) []string {
+	if p.Bits() == 0 {
+		return nil
+	}
+	return []string{"-d", p.String()}
 }
 
 // RestoreText renders the ruleset as input for `iptables-restore --noflush`

@@ -165,3 +165,10 @@ func transaction(declare, deleteLines []string, rules []Rule, drop []string) str
 	b.WriteString("COMMIT\n")
 	return b.String()
 }
+
+// RemoveText renders the transaction that removes rs after a clean Apply of
+// it (what `egret iptables remove --dry-run` prints). Remove itself builds
+// the transaction from what iptables-save shows.
+func (rs Ruleset) RemoveText() string {
+	return removeText(expectedState(rs))
+}

@@ -6,11 +6,11 @@ import (
 )
 
 const (
-	recordTypeHandshake     = 22
+	recordTypeHandshake      = 22
 	handshakeTypeClientHello = 1
-	extServerName           = 0
-	maxRecordLen            = 16384 + 2048 // TLSCiphertext limit; plaintext is smaller
-	maxHelloLen             = 1 << 16      // bound on the reassembled ClientHello
+	extServerName            = 0
+	maxRecordLen             = 16384 + 2048 // TLSCiphertext limit; plaintext is smaller
+	maxHelloLen              = 1 << 16      // bound on the reassembled ClientHello
 )
 
 // ParseClientHello returns the SNI host name of the TLS ClientHello at the

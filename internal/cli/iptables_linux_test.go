@@ -44,7 +44,7 @@ func egretBinary(t *testing.T, dir string) string {
 // (which validates), apply again, validate, remove, and validate again,
 // which must fail with exit code 3.
 func TestIptablesCommandInNamespace(t *testing.T) {
-	netns.Require(t, "go", "iptables-nft-save", "iptables-nft-restore")
+	netns.Require(t, "go", "setpriv", "iptables-nft-save", "iptables-nft-restore", "iptables-legacy-save", "iptables-legacy-restore")
 	bin := egretBinary(t, t.TempDir())
 	pod, outside := netns.New(t, "cli-pod"), netns.New(t, "cli-out")
 	netns.Link(t, pod, outside, []string{"10.253.0.1/24"}, []string{"10.253.0.2/24"})
@@ -103,4 +103,34 @@ func TestIptablesCommandInNamespace(t *testing.T) {
 	if code != iptablesExitValidation || !strings.Contains(out, `"ok": false`) {
 		t.Fatalf("validate -o json without rules: exit %d: %s", code, out)
 	}
+
+	// The documented capabilities: NET_ADMIN is enough with nft (auto
+	// detection skips legacy, which cannot even read its tables without
+	// NET_RAW); legacy fails clearly without NET_RAW.
+	t.Run("net-admin-only", func(t *testing.T) {
+		capped := func(caps string, args ...string) (int, string) {
+			cmd := pod.Command(ctx, append([]string{"setpriv", "--bounding-set=-all," + caps, "--", bin, "iptables"}, args...)...)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			return cmd.ProcessState.ExitCode(), string(out)
+		}
+		if code, out := capped("+net_admin", append(append([]string{"apply"}, common...), probe...)...); code != 0 || !strings.Contains(out, "validation passed") {
+			t.Fatalf("apply with NET_ADMIN only: exit %d: %s", code, out)
+		}
+		if code, out := capped("+net_admin", append([]string{"remove"}, common...)...); code != 0 {
+			t.Fatalf("remove with NET_ADMIN only: exit %d: %s", code, out)
+		}
+		if code, out := capped("+net_admin", append([]string{"apply", "--backend", "legacy", "--skip-validation"}, common...)...); code != 1 || !strings.Contains(out, "needs NET_ADMIN") {
+			t.Fatalf("legacy without NET_RAW: exit %d: %s", code, out)
+		}
+		if code, out := capped("+net_admin,+net_raw", append([]string{"apply", "--backend", "legacy"}, append(common, probe...)...)...); code != 0 {
+			t.Fatalf("legacy with NET_ADMIN and NET_RAW: exit %d: %s", code, out)
+		}
+		if code, out := capped("+net_admin,+net_raw", append([]string{"remove", "--backend", "legacy"}, common...)...); code != 0 {
+			t.Fatalf("legacy remove: exit %d: %s", code, out)
+		}
+	})
 }

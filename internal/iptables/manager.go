@@ -74,7 +74,7 @@ func (m *Manager) Check(ctx context.Context, b Backend, fam Family) (State, erro
 	}
 	out, err := m.runner().Run(ctx, Command{Name: save, Args: []string{"-t", Table}})
 	if err != nil {
-		return State{}, fmt.Errorf("check %s nat table (needs NET_ADMIN): %w", fam, err)
+		return State{}, fmt.Errorf("check %s nat table (needs NET_ADMIN, and NET_RAW for iptables-legacy): %w", fam, err)
 	}
 	return ParseSave(string(out))
 }

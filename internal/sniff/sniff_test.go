@@ -210,6 +210,9 @@ func pair(t *testing.T) (client, server net.Conn) {
 func TestSniff(t *testing.T) {
 	hello := clientHello(t, &tls.Config{ServerName: "partner.example.test", InsecureSkipVerify: true})
 	big := "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 64<<10)
+	// Generous bounds where the case is not about time: the machine may be
+	// loaded, and -race is slow.
+	patient := Options{FirstByteTimeout: 5 * time.Second, Timeout: 10 * time.Second}
 	for _, tc := range []struct {
 		name   string
 		chunks []string // written with a pause between them
@@ -219,18 +222,18 @@ func TestSniff(t *testing.T) {
 		peek   int // expected len(Peeked); -1 = everything written
 		err    bool
 	}{
-		{"tls-in-pieces", []string{string(hello[:3]), string(hello[3:50]), string(hello[50:])}, false, Options{},
+		{"tls-in-pieces", []string{string(hello[:3]), string(hello[3:50]), string(hello[50:])}, false, patient,
 			Result{Proto: TLS, Host: "partner.example.test"}, -1, false},
-		{"http", []string{"GET /a HTTP/1.1\r\nHost: web.test:8080\r\n", "\r\n"}, false, Options{},
+		{"http", []string{"GET /a HTTP/1.1\r\nHost: web.test:8080\r\n", "\r\n"}, false, patient,
 			Result{Proto: HTTP, Host: "web.test", Port: 8080}, -1, false},
 		{"server-first-protocol", nil, false, Options{FirstByteTimeout: 50 * time.Millisecond},
 			Result{Proto: Unknown}, 0, false},
-		{"unknown-binary", []string{"\x00\x00\x00\x08\x04\xd2\x16\x2f"}, false, Options{},
+		{"unknown-binary", []string{"\x00\x00\x00\x08\x04\xd2\x16\x2f"}, false, patient,
 			Result{Proto: Unknown}, -1, false},
-		{"slow-headers-time-out", []string{"GET / HTTP/1.1\r\nHost: a.test\r\n"}, false, Options{Timeout: 100 * time.Millisecond},
+		{"slow-headers-time-out", []string{"GET / HTTP/1.1\r\nHost: a.test\r\n"}, false, Options{FirstByteTimeout: 5 * time.Second, Timeout: 300 * time.Millisecond},
 			Result{Proto: HTTP}, -1, false},
-		{"size-bound", []string{big}, false, Options{MaxBytes: 4096}, Result{Proto: HTTP}, 4096, false},
-		{"client-closes-early", []string{"GET / HT"}, true, Options{}, Result{Proto: HTTP}, -1, true},
+		{"size-bound", []string{big}, false, Options{MaxBytes: 4096, FirstByteTimeout: 5 * time.Second, Timeout: 10 * time.Second}, Result{Proto: HTTP}, 4096, false},
+		{"client-closes-early", []string{"GET / HT"}, true, patient, Result{Proto: HTTP}, -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client, server := pair(t)
@@ -261,10 +264,16 @@ func TestSniff(t *testing.T) {
 			if len(res.Peeked) != wantPeek || !strings.HasPrefix(written, string(res.Peeked)) {
 				t.Fatalf("peeked %d bytes, want %d (a prefix of what was written)", len(res.Peeked), wantPeek)
 			}
-			if time.Since(start) > 2*time.Second {
-				t.Fatalf("Sniff took %s", time.Since(start))
+			// Finishing early (a complete message, the size bound, EOF) must
+			// not wait for the timeout.
+			if took := time.Since(start); tc.opts.Timeout >= 10*time.Second && took > 4*time.Second {
+				t.Fatalf("Sniff took %s", took)
 			}
 			if tc.name == "server-first-protocol" {
+				// Silence costs FirstByteTimeout, not Timeout (3s).
+				if took := time.Since(start); took > 2*time.Second {
+					t.Fatalf("a silent client held Sniff for %s", took)
+				}
 				// The deadline Sniff used is cleared.
 				go func() { time.Sleep(100 * time.Millisecond); client.Write([]byte("x")) }()
 				if _, err := server.Read(make([]byte, 1)); err != nil {

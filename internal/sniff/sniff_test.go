@@ -51,11 +51,15 @@ func helloCases(t testing.TB) []struct {
 	want string
 	err  error
 } {
-	named := clientHello(t, &tls.Config{ServerName: "partner.example.test", InsecureSkipVerify: true})
-	upper := clientHello(t, &tls.Config{ServerName: "API.Example.Test", InsecureSkipVerify: true})
-	tls12 := clientHello(t, &tls.Config{ServerName: "old.example.test", MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true})
-	noSNI := clientHello(t, &tls.Config{InsecureSkipVerify: true})
-	ipSNI := clientHello(t, &tls.Config{ServerName: "192.0.2.7", InsecureSkipVerify: true})
+	// X25519 only keeps most hellos small (fuzz minimisation is quadratic);
+	// "tls13-client-post-quantum" is the full-size default hello.
+	x25519 := []tls.CurveID{tls.X25519}
+	big := clientHello(t, &tls.Config{ServerName: "partner.example.test", InsecureSkipVerify: true})
+	named := clientHello(t, &tls.Config{ServerName: "partner.example.test", InsecureSkipVerify: true, CurvePreferences: x25519})
+	upper := clientHello(t, &tls.Config{ServerName: "API.Example.Test", InsecureSkipVerify: true, CurvePreferences: x25519})
+	tls12 := clientHello(t, &tls.Config{ServerName: "old.example.test", MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true, CurvePreferences: x25519})
+	noSNI := clientHello(t, &tls.Config{InsecureSkipVerify: true, CurvePreferences: x25519})
+	ipSNI := clientHello(t, &tls.Config{ServerName: "192.0.2.7", InsecureSkipVerify: true, CurvePreferences: x25519})
 	badLen := append([]byte(nil), named...)
 	badLen[5+1] ^= 0x7f // handshake length no longer matches the body
 	return []struct {
@@ -65,6 +69,8 @@ func helloCases(t testing.TB) []struct {
 		err  error
 	}{
 		{"tls13-client", named, "partner.example.test", nil},
+		{"tls13-client-post-quantum", big, "partner.example.test", nil},
+		{"fragmented-post-quantum", fragment(big, 512), "partner.example.test", nil},
 		{"lower-cased", upper, "api.example.test", nil},
 		{"tls12-client", tls12, "old.example.test", nil},
 		{"fragmented-records", fragment(named, 100), "partner.example.test", nil},

@@ -62,6 +62,12 @@ func ParseClientHello(b []byte) (string, error) {
 		if len(hs) == 0 && frag[0] != handshakeTypeClientHello {
 			return "", ErrNotTLS
 		}
+		if len(hs) == 0 && len(frag) >= 4 { // common case: the whole hello in one record, no copy
+			m := int(frag[1])<<16 | int(frag[2])<<8 | int(frag[3])
+			if 4+m <= len(frag) {
+				return parseHello(frag[4 : 4+m])
+			}
+		}
 		hs = append(hs, frag...)
 		rest = rest[5+len(frag):]
 		if len(frag) < n { // record not complete yet

@@ -147,6 +147,15 @@ func runIptables(cmd *cobra.Command, f *iptablesFlags, action string) error {
 		fmt.Fprintf(stderr, "egret iptables: "+format+"\n", args...)
 	}}
 
+	// Check the probe's inputs before changing anything.
+	validate := action == "validate" || (action == "apply" && !f.dryRun && !f.skipValidation)
+	var probe iptables.Probe
+	if validate {
+		if probe, err = prepareProbe(cfg, f); err != nil {
+			return err
+		}
+	}
+
 	var runErr error
 	switch {
 	case action == "validate":
@@ -176,10 +185,17 @@ func runIptables(cmd *cobra.Command, f *iptablesFlags, action string) error {
 		}
 	}
 
-	validate := action == "validate" || (action == "apply" && !f.dryRun && !f.skipValidation && runErr == nil)
 	var valErr error
-	if validate {
-		rep.Validation, valErr = runProbe(ctx, cfg, f)
+	if validate && runErr == nil {
+		rep.Validation = &iptablesValidated{Targets: []string{}}
+		for _, t := range probe.Targets {
+			rep.Validation.Targets = append(rep.Validation.Targets, t.String())
+		}
+		valErr = probe.Run(ctx)
+		rep.Validation.OK = valErr == nil
+		if valErr != nil {
+			rep.Validation.Error = valErr.Error()
+		}
 	}
 	if err := writeIptablesReport(cmd.OutOrStdout(), f.output, rep); err != nil {
 		return err
@@ -216,12 +232,14 @@ func familyReport(rs iptables.Ruleset, text string, changed bool) iptablesFamily
 	return fr
 }
 
-func runProbe(ctx context.Context, cfg iptables.Config, f *iptablesFlags) (*iptablesValidated, error) {
+// prepareProbe checks that a probe can prove anything (not running as the
+// proxy's UID/GID, targets the rules redirect) and builds it.
+func prepareProbe(cfg iptables.Config, f *iptablesFlags) (iptables.Probe, error) {
 	if uint32(os.Geteuid()) == cfg.ProxyUID {
-		return nil, fmt.Errorf("running as the proxy uid %d, whose traffic is never redirected; validate as another user", cfg.ProxyUID)
+		return iptables.Probe{}, fmt.Errorf("validation: running as the proxy uid %d, whose traffic is never redirected; run as another user or pass --skip-validation", cfg.ProxyUID)
 	}
 	if cfg.HasProxyGID && uint32(os.Getegid()) == cfg.ProxyGID {
-		return nil, fmt.Errorf("running as the proxy gid %d, whose traffic is never redirected; validate as another group", cfg.ProxyGID)
+		return iptables.Probe{}, fmt.Errorf("validation: running as the proxy gid %d, whose traffic is never redirected; run as another group or pass --skip-validation", cfg.ProxyGID)
 	}
 	var targets []netip.AddrPort
 	for _, e := range f.probeAddrs {
@@ -231,10 +249,10 @@ func runProbe(ctx context.Context, cfg iptables.Config, f *iptablesFlags) (*ipta
 			}
 			ap, err := netip.ParseAddrPort(v)
 			if err != nil {
-				return nil, fmt.Errorf("--probe-addr %q: want IP:PORT ([IPv6]:PORT)", v)
+				return iptables.Probe{}, fmt.Errorf("--probe-addr %q: want IP:PORT ([IPv6]:PORT)", v)
 			}
 			if !cfg.Redirected(ap) {
-				return nil, fmt.Errorf("--probe-addr %s: these rules never redirect it (excluded, not included, loopback, or IPv6 without --ipv6)", ap)
+				return iptables.Probe{}, fmt.Errorf("--probe-addr %s: these rules never redirect it (excluded, not included, loopback, or IPv6 without --ipv6)", ap)
 			}
 			targets = append(targets, ap)
 		}
@@ -242,19 +260,10 @@ func runProbe(ctx context.Context, cfg iptables.Config, f *iptablesFlags) (*ipta
 	if len(targets) == 0 {
 		var err error
 		if targets, err = iptables.DefaultProbeTargets(cfg); err != nil {
-			return nil, err
+			return iptables.Probe{}, fmt.Errorf("validation: %w", err)
 		}
 	}
-	v := &iptablesValidated{}
-	for _, t := range targets {
-		v.Targets = append(v.Targets, t.String())
-	}
-	err := iptables.Probe{RedirectPort: cfg.RedirectPort, Targets: targets, Timeout: f.probeTimeout}.Run(ctx)
-	v.OK = err == nil
-	if err != nil {
-		v.Error = err.Error()
-	}
-	return v, err
+	return iptables.Probe{RedirectPort: cfg.RedirectPort, Targets: targets, Timeout: f.probeTimeout}, nil
 }
 
 func writeIptablesReport(w io.Writer, format string, rep iptablesReport) error {

@@ -77,6 +77,15 @@ func TestIptablesCommandInNamespace(t *testing.T) {
 	probe := []string{"--probe-addr", "10.253.0.2:80", "--probe-timeout", "2s"}
 	common := []string{"--proxy-uid", "1337", "--redirect-port", port, "--exclude-cidrs", "10.96.0.0/12,10.244.0.0/16"}
 
+	// Validation would prove nothing as the proxy's own user: refused
+	// before any rule is written.
+	if code, _, errOut := run("apply", "--proxy-uid", "0", "--redirect-port", port); code != 1 || !strings.Contains(errOut, "running as the proxy uid 0") {
+		t.Fatalf("apply as the proxy uid: exit %d: %s", code, errOut)
+	}
+	if save := pod.Run(t, "iptables-nft-save", "-t", "nat"); strings.Contains(save, "EGRET") {
+		t.Fatalf("rules written although validation could not run:\n%s", save)
+	}
+
 	for i := range 2 {
 		code, out, errOut := run(append(append([]string{"apply"}, common...), probe...)...)
 		if code != 0 || !strings.Contains(out, "--to-ports "+port) || !strings.Contains(errOut, "validation passed") {

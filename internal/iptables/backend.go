@@ -97,7 +97,7 @@ func Detect(ctx context.Context, r Runner, fams []Family) (Detection, error) {
 	switch {
 	case !hasNFT && !hasLegacy:
 		if len(errs) > 0 {
-			return d, fmt.Errorf("detect iptables backend: %s", strings.Join(errs, "; "))
+			return d, fmt.Errorf("detect iptables backend (needs NET_ADMIN, and NET_RAW for iptables-legacy): %s", strings.Join(errs, "; "))
 		}
 		return d, fmt.Errorf("detect iptables backend: neither iptables-nft nor iptables-legacy programs found")
 	case hint && hasNFT:

@@ -9,5 +9,12 @@
 // ends. The harness needs root and the ip tool (iproute2); Require skips the
 // test without them, or fails it when EGRET_REQUIRE_ALL=1 (CI).
 //
+// A typical test:
+//
+//	pod, outside := netns.New(t, "pod"), netns.New(t, "outside")
+//	netns.Link(t, pod, outside, []string{"10.250.0.1/24"}, []string{"10.250.0.2/24"})
+//	ln, _ := outside.Listen("tcp", "10.250.0.2:0")         // a server "outside"
+//	out, _ := pod.CommandAs(ctx, 1000, 1000, "curl", url).Output() // a client in the pod as UID 1000
+//
 // Imported only by tests.
 package netns

@@ -75,7 +75,7 @@ Exit codes: 0 success; 1 error (bad flags, no NET_ADMIN, iptables failed);
 	}
 	remove.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the iptables-restore text, change nothing")
 
-	print := &cobra.Command{
+	printCmd := &cobra.Command{
 		Use:   "print",
 		Short: "Print the iptables-restore text of the rules (same as apply --dry-run)",
 		Args:  cobra.NoArgs,
@@ -93,7 +93,7 @@ Exit codes: 0 success; 1 error (bad flags, no NET_ADMIN, iptables failed);
 	}
 	addProbeFlags(validate, f)
 
-	cmd.AddCommand(apply, remove, print, validate)
+	cmd.AddCommand(apply, remove, printCmd, validate)
 	return cmd
 }
 

@@ -1,0 +1,115 @@
+package lint
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Severity says how bad a finding is. The zero value is not a valid severity.
+type Severity int
+
+// The severities, in increasing order. An Error makes `egret lint` exit 1 and
+// the webhook refuse the pod (in enforcing mode).
+const (
+	Info Severity = iota + 1
+	Warning
+	Error
+)
+
+// String returns "info", "warning" or "error".
+func (s Severity) String() string {
+	switch s {
+	case Info:
+		return "info"
+	case Warning:
+		return "warning"
+	case Error:
+		return "error"
+	default:
+		return fmt.Sprintf("unknown(%d)", int(s))
+	}
+}
+
+// MarshalText writes the severity as its String form.
+func (s Severity) MarshalText() ([]byte, error) {
+	if s < Info || s > Error {
+		return nil, fmt.Errorf("invalid severity %d", int(s))
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText reads "info", "warning" or "error".
+func (s *Severity) UnmarshalText(b []byte) error {
+	v, err := ParseSeverity(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// ParseSeverity reads "info", "warning" or "error" (case-insensitive).
+func ParseSeverity(s string) (Severity, error) {
+	switch strings.ToLower(s) {
+	case "info":
+		return Info, nil
+	case "warning", "warn":
+		return Warning, nil
+	case "error":
+		return Error, nil
+	}
+	return 0, fmt.Errorf("unknown severity %q (want info, warning or error)", s)
+}
+
+// ObjectRef names a Kubernetes object.
+type ObjectRef struct {
+	Kind      string
+	Namespace string // "" when the object does not say (then "default" is assumed for references)
+	Name      string
+}
+
+// String returns "Kind/namespace/name", or "Kind/name" without a namespace.
+func (o ObjectRef) String() string {
+	if o.Namespace == "" {
+		return o.Kind + "/" + o.Name
+	}
+	return o.Kind + "/" + o.Namespace + "/" + o.Name
+}
+
+// Finding is one problem found by one rule.
+type Finding struct {
+	Rule      string    // rule ID, e.g. "no-proxy-missing"
+	Severity  Severity  // the rule's severity (some rules lower it for a given case)
+	Object    ObjectRef // the object the finding is about
+	Container string    // the container, or "" for object-level findings
+	// Field is the path of the offending field inside the object, in
+	// kubectl's JSONPath-like form ("spec.template.spec.containers[0].env[2]"),
+	// or "" when the finding is about the object as a whole.
+	Field   string
+	Message string // what is wrong and what to change; never holds a secret value
+	// File and Line locate the finding in the input; set by Check (manifests),
+	// empty for CheckPod. Line is 1-based, 0 when unknown.
+	File string
+	Line int
+}
+
+// Docs returns the documentation link of the finding's rule.
+func (f Finding) Docs() string { return DocsURL(f.Rule) }
+
+// DocsBase is the README the rule anchors point into.
+const DocsBase = "https://github.com/egret-io/egret/blob/main/README.md"
+
+// DocsURL returns the README anchor that documents rule id (the README has a
+// heading per rule named after its ID).
+func DocsURL(id string) string { return DocsBase + "#" + id }
+
+// MaxSeverity returns the highest severity among fs, or 0 when fs is empty.
+func MaxSeverity(fs []Finding) Severity {
+	var m Severity
+	for _, f := range fs {
+		if f.Severity > m {
+			m = f.Severity
+		}
+	}
+	return m
+}

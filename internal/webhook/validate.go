@@ -1,0 +1,103 @@
+package webhook
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/lint"
+)
+
+// ValidateResult is the outcome of Validate.
+type ValidateResult struct {
+	// Findings are lint's findings on the pod (info findings left out).
+	Findings []lint.Finding
+	// Warnings are the admission warnings (one per finding not denied).
+	Warnings []string
+	// Denied, when set, lists the error findings that refuse the pod
+	// (policy enforce).
+	Denied string
+}
+
+// Validate runs lint's pod rules (the same rules as `egret lint`) on pod.
+// With policy warn every finding is a warning; with enforce a finding of
+// severity error denies the pod. Pods in excluded namespaces, and any pod
+// under policy off, pass unchecked.
+func Validate(pod *corev1.Pod, in Input) ValidateResult {
+	var out ValidateResult
+	p := in.Policy
+	if p.Validation == Off || p.Excluded[podNamespace(pod, in.Namespace)] {
+		return out
+	}
+	all := lint.CheckPod(lint.PodInput{
+		Object:      lint.ObjectRef{Kind: "Pod", Namespace: podNamespace(pod, in.Namespace), Name: podName(pod)},
+		Spec:        &pod.Spec,
+		Annotations: pod.Annotations,
+		Cluster:     lintCluster(in.Cluster),
+		// No Resolver: the webhook does not read Secrets (least privilege);
+		// values from envFrom/valueFrom are not judged.
+	})
+	var denied []string
+	for _, f := range all {
+		if f.Severity < lint.Warning {
+			continue
+		}
+		out.Findings = append(out.Findings, f)
+		msg := findingText(f)
+		if p.Validation == Enforce && f.Severity >= lint.Error {
+			denied = append(denied, msg)
+			continue
+		}
+		out.Warnings = append(out.Warnings, msg)
+	}
+	if len(denied) > 0 {
+		out.Denied = "egret: pod refused (validation enforce):\n" + strings.Join(denied, "\n")
+	}
+	return out
+}
+
+func findingText(f lint.Finding) string {
+	where := ""
+	if f.Container != "" {
+		where = " container " + f.Container + ":"
+	}
+	return fmt.Sprintf("egret [%s]%s %s", f.Rule, where, f.Message)
+}
+
+func podName(pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return pod.Name
+	}
+	if pod.GenerateName != "" {
+		return pod.GenerateName + "*"
+	}
+	return "(unnamed)"
+}
+
+// lintCluster tells lint's rules what this cluster's NO_PROXY must cover.
+func lintCluster(r *discovery.Result) lint.Cluster {
+	var c lint.Cluster
+	if r == nil {
+		return c
+	}
+	for _, e := range r.Entries {
+		switch e.Kind {
+		case discovery.KindServiceCIDR, discovery.KindPodCIDR:
+			if p, err := netip.ParsePrefix(e.Value); err == nil {
+				c.CIDRs = append(c.CIDRs, p)
+			}
+		case discovery.KindServiceIP, discovery.KindAPIServer:
+			if a, err := netip.ParseAddr(e.Value); err == nil && !a.IsLoopback() {
+				c.APIServerIPs = append(c.APIServerIPs, a)
+			}
+		case discovery.KindClusterName:
+			if strings.HasPrefix(e.Value, ".svc.") {
+				c.Domain = strings.TrimPrefix(e.Value, ".svc.")
+			}
+		}
+	}
+	return c
+}

@@ -15,8 +15,8 @@ const maxJavaExpansion = 64
 // javaNonProxyHosts translates NO_PROXY entries into the JVM's
 // http.nonProxyHosts value: '|'-separated, '*' only at either end, no CIDRs,
 // IPv6 in brackets (semantics §3.13, §5). A leading-dot suffix becomes
-// "*.suffix"; a bare name is listed as itself and "*.name" (Go's NO_PROXY
-// covers subdomains); an IPv4 CIDR becomes octet wildcards, expanded exactly
+// "*.suffix"; a dotted name is listed as itself and "*.name" (Go's NO_PROXY
+// covers subdomains) unless a suffix entry covers it already; an IPv4 CIDR becomes octet wildcards, expanded exactly
 // (10.96.0.0/12 -> 10.96.*|...|10.111.*) when that takes at most 64 entries
 // and dropped otherwise; IPv6 CIDRs and host:port entries are dropped (the
 // JVM cannot express them).
@@ -28,6 +28,20 @@ func javaNonProxyHosts(entries []string) string {
 			seen[e] = true
 			out = append(out, e)
 		}
+	}
+	var suffixes []string
+	for _, e := range entries {
+		if strings.HasPrefix(e, ".") {
+			suffixes = append(suffixes, strings.ToLower(e))
+		}
+	}
+	covered := func(name string) bool {
+		for _, s := range suffixes {
+			if strings.HasSuffix(name, s) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, e := range entries {
 		e = strings.ToLower(strings.TrimSpace(e))
@@ -58,7 +72,7 @@ func javaNonProxyHosts(entries []string) string {
 			add("*" + e)
 		default:
 			add(e)
-			if _, err := netip.ParseAddr(e); err != nil {
+			if _, err := netip.ParseAddr(e); err != nil && strings.Contains(e, ".") && !covered(e) {
 				add("*." + e)
 			}
 		}

@@ -195,7 +195,7 @@ func (c Config) Compile(ownNamespace string) (*Policy, error) {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("gateway url: %w", err))
 		case u.Scheme != "http" || u.Hostname() == "" || u.Port() == "" || u.User != nil || (u.Path != "" && u.Path != "/"):
-			errs = append(errs, fmt.Errorf("gateway url %q: want http://host:port (no credentials: the gateway holds them)", c.GatewayURL))
+			errs = append(errs, fmt.Errorf("gateway url %q: want http://host:port (no credentials: the gateway holds them)", redact(c.GatewayURL)))
 		default:
 			u.Path = ""
 			p.Gateway = u

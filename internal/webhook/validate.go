@@ -40,9 +40,16 @@ func Validate(pod *corev1.Pod, in Input) ValidateResult {
 		// No Resolver: the webhook does not read Secrets (least privilege);
 		// values from envFrom/valueFrom are not judged.
 	})
+	ours := injectedNoProxy(pod, in)
 	var denied []string
 	for _, f := range all {
 		if f.Severity < lint.Warning {
+			continue
+		}
+		// egret's own NO_PROXY holds CIDRs that some runtimes ignore; the
+		// egret sidecar or gateway routes those ranges direct, so that is
+		// not the pod's problem.
+		if f.Rule == "no-proxy-ignored-entry" && ours[f.Container] {
 			continue
 		}
 		out.Findings = append(out.Findings, f)
@@ -55,6 +62,27 @@ func Validate(pod *corev1.Pod, in Input) ValidateResult {
 	}
 	if len(denied) > 0 {
 		out.Denied = "egret: pod refused (validation enforce):\n" + strings.Join(denied, "\n")
+	}
+	return out
+}
+
+// injectedNoProxy returns the containers whose NO_PROXY is the one egret
+// injects into this pod.
+func injectedNoProxy(pod *corev1.Pod, in Input) map[string]bool {
+	if pod.Annotations[InjectedAnnotation] == "" || in.Cluster == nil {
+		return nil
+	}
+	adds, _ := discovery.NamespaceAdditions(in.Namespace)
+	want := in.Cluster.With(adds).Value()
+	out := map[string]bool{}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			for _, e := range c.Env {
+				if e.Name == "NO_PROXY" && e.Value == want {
+					out[c.Name] = true
+				}
+			}
+		}
 	}
 	return out
 }

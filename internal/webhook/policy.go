@@ -17,6 +17,10 @@ const (
 	// ModeAnnotation on a pod (or its namespace) picks the mode: gateway,
 	// sidecar or transparent.
 	ModeAnnotation = "egret.io/mode"
+	// ValidationAnnotation on a namespace overrides the validation policy
+	// for its pods (off, warn, enforce): roll enforcement out namespace by
+	// namespace.
+	ValidationAnnotation = "egret.io/validation"
 	// InjectedAnnotation records the mode egret injected.
 	InjectedAnnotation = "egret.io/injected"
 )

@@ -24,12 +24,23 @@ type ValidateResult struct {
 
 // Validate runs lint's pod rules (the same rules as `egret lint`) on pod.
 // With policy warn every finding is a warning; with enforce a finding of
-// severity error denies the pod. Pods in excluded namespaces, and any pod
+// severity error denies the pod. The namespace annotation
+// egret.io/validation overrides the policy. Pods in excluded namespaces, and any pod
 // under policy off, pass unchecked.
 func Validate(pod *corev1.Pod, in Input) ValidateResult {
 	var out ValidateResult
 	p := in.Policy
-	if p.Validation == Off || p.Excluded[podNamespace(pod, in.Namespace)] {
+	level := p.Validation
+	if in.Namespace != nil {
+		if v, ok := in.Namespace.Annotations[ValidationAnnotation]; ok {
+			if l, err := ParseEnforcement(v); err == nil {
+				level = l
+			} else {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("egret: namespace annotation %s: %v (using %s)", ValidationAnnotation, err, level))
+			}
+		}
+	}
+	if level == Off || p.Excluded[podNamespace(pod, in.Namespace)] {
 		return out
 	}
 	all := lint.CheckPod(lint.PodInput{
@@ -54,7 +65,7 @@ func Validate(pod *corev1.Pod, in Input) ValidateResult {
 		}
 		out.Findings = append(out.Findings, f)
 		msg := findingText(f)
-		if p.Validation == Enforce && f.Severity >= lint.Error {
+		if level == Enforce && f.Severity >= lint.Error {
 			denied = append(denied, msg)
 			continue
 		}

@@ -222,7 +222,7 @@ func checkInjected(t *testing.T, got, orig *corev1.Pod) {
 		if v, _ := env(c, "NODE_USE_ENV_PROXY"); v != "1" {
 			t.Errorf("container %s: NODE_USE_ENV_PROXY=%q", c.Name, v)
 		}
-		if v, _ := env(c, "JAVA_TOOL_OPTIONS"); !strings.Contains(v, "-Dhttp.nonProxyHosts=localhost|127.0.0.1|[::1]|kubernetes|") || !strings.Contains(v, "-Dhttps.proxyPort=") {
+		if v, _ := env(c, "JAVA_TOOL_OPTIONS"); !strings.Contains(v, "-Dhttp.nonProxyHosts=localhost|") || !strings.Contains(v, "|127.0.0.1|[::1]|kubernetes|") || !strings.Contains(v, "|*.svc|") || !strings.Contains(v, "-Dhttps.proxyPort=") {
 			t.Errorf("container %s: JAVA_TOOL_OPTIONS=%q", c.Name, v)
 		}
 	}

@@ -6,13 +6,17 @@ PKGS  ?= ./...
 # Test timeout for the whole suite; e2e tests start real Squids, clients and an API server.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help build test test-deps test-short vet fmt fuzz bench bench-go bench-compare clean
+.PHONY: help build image test test-deps test-short vet fmt fuzz bench bench-go bench-compare clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 build: ## build the static egret binary into bin/egret
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN) ./cmd/egret
+
+IMAGE ?= ghcr.io/egret-io/egret:dev
+image: build ## OCI image tarball bin/egret-image.tar, no Docker daemon (IMAGE=ref to tag it)
+	$(GO) run ./deploy/image -binary $(BIN) -o bin/egret-image.tar -tag $(IMAGE)
 
 test-deps: ## install everything the tests use (apt, npm, kube-apiserver/etcd cache)
 	./scripts/test-deps.sh

@@ -1,18 +1,94 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"egret.io/egret/internal/webhook"
 )
 
-// TODO(egret): placeholder until the webhook command lands.
 func newWebhookCmd() *cobra.Command {
-	return &cobra.Command{
+	var (
+		kf       kubeFlags
+		df       discoveryFlags
+		o        webhook.Options
+		pc       webhook.Config
+		service  string
+		hosts    []string
+		leader   bool
+		logLevel string
+	)
+	cmd := &cobra.Command{
 		Use:   "webhook",
-		Short: "webhook (not implemented yet)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("webhook: not implemented yet")
+		Short: "Run the admission webhook (inject and validate proxy settings) and NO_PROXY discovery",
+		Long: `Serves /mutate, /validate, /healthz and /readyz over TLS and keeps ConfigMap
+egress-proxy-common current in every namespace labelled egret.io/inject=enabled.
+
+TLS: by default egret keeps its own CA and serving certificate in the Secret
+--secret (created and renewed by every replica) and writes the CA into the
+caBundle of --mutating-config and --validating-config. With --cert-dir it
+serves tls.crt/tls.key from that directory instead (cert-manager).
+
+Modes (--mode, or per pod/namespace annotation egret.io/mode):
+  gateway      variables point at --gateway-url
+  sidecar      a native egret sidecar (initContainers, restartPolicy: Always)
+  transparent  sidecar + the egret iptables init container
+Validation (--validation): off, warn (admission warnings), enforce (deny errors).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})))
+			cfg, err := kf.restConfig()
+			if err != nil {
+				return err
+			}
+			if o.Discovery, err = df.options(); err != nil {
+				return err
+			}
+			o.Config = cfg
+			o.Policy = pc
+			o.LeaderElection = leader
+			o.Hosts = append([]string{service + "." + o.Namespace + ".svc", service + "." + o.Namespace + ".svc." + df.clusterDomain}, hosts...)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return webhook.Run(ctx, o)
 		},
 	}
+	kf.add(cmd)
+	df.add(cmd)
+	f := cmd.Flags()
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "egret-system"
+	}
+	f.StringVar(&o.Namespace, "namespace", ns, "egret's own namespace (default $POD_NAMESPACE): never injected, holds the Secret and the Lease")
+	f.StringVar(&o.Listen, "listen", ":9443", "TLS address for /mutate, /validate, /healthz, /readyz")
+	f.StringVar(&o.MetricsListen, "metrics-listen", "0", `controller metrics address ("0": off)`)
+	f.StringVar(&o.CertDir, "cert-dir", "", "serve tls.crt/tls.key from this directory (cert-manager) instead of the self-managed CA")
+	f.StringVar(&o.SecretName, "secret", "egret-webhook-tls", "Secret holding the self-managed CA and serving certificate")
+	f.StringVar(&service, "service", "egret-webhook", "the webhook's Service name (the serving certificate's DNS names)")
+	f.StringSliceVar(&hosts, "host", nil, "extra names or addresses for the serving certificate")
+	f.StringSliceVar(&o.MutatingWebhooks, "mutating-config", []string{"egret"}, "MutatingWebhookConfigurations whose caBundle egret maintains")
+	f.StringSliceVar(&o.ValidatingWebhooks, "validating-config", []string{"egret"}, "ValidatingWebhookConfigurations whose caBundle egret maintains")
+	f.BoolVar(&leader, "leader-elect", true, "elect one replica to write the NO_PROXY ConfigMaps")
+	f.StringVar(&pc.Mode, "mode", "gateway", "default mode: gateway, sidecar or transparent")
+	f.StringVar(&pc.GatewayURL, "gateway-url", "", "egress gateway URL, e.g. http://egret-gateway.egret-system.svc:3128")
+	f.StringVar(&pc.Image, "image", "", "egret image for the injected sidecar")
+	f.StringVar(&pc.IptablesImage, "iptables-image", "", "image for the egret iptables init container (default --image)")
+	f.StringVar(&pc.UpstreamSecret, "upstream-secret", "", "Secret (in the pod's namespace) the sidecar reads its upstream proxy from (envFrom, optional)")
+	f.StringVar(&pc.Validation, "validation", "warn", "validation: off, warn or enforce")
+	f.StringVar(&pc.Fallback, "sidecar-fallback", "gateway", "without native sidecars: gateway (use the gateway, warn) or refuse (deny)")
+	f.StringSliceVar(&pc.ExcludedNamespaces, "exclude-namespace", nil, "namespaces never injected or validated (own namespace and kube-system always are)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
 }

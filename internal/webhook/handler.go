@@ -1,0 +1,117 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"egret.io/egret/internal/discovery"
+)
+
+// Paths the webhook server serves.
+const (
+	MutatePath   = "/mutate"
+	ValidatePath = "/validate"
+)
+
+// Handlers are the admission front ends of Mutate and Validate.
+type Handlers struct {
+	// Policy is the webhook policy; required.
+	Policy *Policy
+	// Cluster returns the current cluster NO_PROXY (discovery.Controller's
+	// Current); nil results make Mutate skip with a warning.
+	Cluster func() *discovery.Result
+	// Namespaces reads the pod's Namespace (an informer cache).
+	Namespaces client.Reader
+}
+
+// Mutator returns the /mutate handler.
+func (h *Handlers) Mutator() *admission.Webhook {
+	return &admission.Webhook{Handler: admission.HandlerFunc(h.mutate)}
+}
+
+// Validator returns the /validate handler.
+func (h *Handlers) Validator() *admission.Webhook {
+	return &admission.Webhook{Handler: admission.HandlerFunc(h.validate)}
+}
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+var decoder = admission.NewDecoder(scheme)
+
+func (h *Handlers) input(ctx context.Context, req admission.Request) (*corev1.Pod, Input, error) {
+	var pod corev1.Pod
+	if err := decoder.Decode(req, &pod); err != nil {
+		return nil, Input{}, fmt.Errorf("decode pod: %w", err)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	in := Input{Policy: h.Policy}
+	if h.Cluster != nil {
+		in.Cluster = h.Cluster()
+	}
+	var ns corev1.Namespace
+	if err := h.Namespaces.Get(ctx, types.NamespacedName{Name: pod.Namespace}, &ns); err != nil {
+		return nil, in, fmt.Errorf("get namespace %s: %w", pod.Namespace, err)
+	}
+	in.Namespace = &ns
+	return &pod, in, nil
+}
+
+func (h *Handlers) mutate(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("egret mutates on create only")
+	}
+	pod, in, err := h.input(ctx, req)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	res := Mutate(pod, in)
+	lg := log.FromContext(ctx)
+	if res.Denied != "" {
+		lg.Info("pod refused", "namespace", pod.Namespace, "reason", res.Denied)
+		return admission.Denied(res.Denied).WithWarnings(res.Warnings...)
+	}
+	if res.Mode == 0 || equality.Semantic.DeepEqual(pod, res.Pod) {
+		return admission.Allowed(res.Skipped).WithWarnings(res.Warnings...)
+	}
+	raw, err := json.Marshal(res.Pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode pod: %w", err))
+	}
+	lg.V(1).Info("pod injected", "namespace", pod.Namespace, "mode", res.Mode.String(), "warnings", len(res.Warnings))
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(res.Warnings...)
+}
+
+func (h *Handlers) validate(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("")
+	}
+	pod, in, err := h.input(ctx, req)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	res := Validate(pod, in)
+	if res.Denied != "" {
+		return admission.Denied(res.Denied).WithWarnings(res.Warnings...)
+	}
+	return admission.Allowed("").WithWarnings(res.Warnings...)
+}

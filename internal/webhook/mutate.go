@@ -1,0 +1,334 @@
+package webhook
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"egret.io/egret/internal/discovery"
+)
+
+// Input is what Mutate and Validate know besides the pod.
+type Input struct {
+	// Policy is the webhook's policy; required.
+	Policy *Policy
+	// Namespace is the pod's namespace object (labels opt it in,
+	// annotations add NO_PROXY entries and pick the mode); nil: none.
+	Namespace *corev1.Namespace
+	// Cluster is the discovered cluster NO_PROXY; nil before discovery ran
+	// (Mutate then refuses to guess and injects nothing).
+	Cluster *discovery.Result
+}
+
+// MutateResult is the outcome of Mutate.
+type MutateResult struct {
+	// Pod is the mutated pod: a copy, never the input. Equal to the input
+	// when nothing changed.
+	Pod *corev1.Pod
+	// Mode is the mode injected; 0 when the pod was not injected.
+	Mode Mode
+	// Skipped says why nothing was injected ("" when injected).
+	Skipped string
+	// Warnings are admission warnings: kept user values, fallbacks.
+	Warnings []string
+	// Denied, when set, is why the pod must be refused.
+	Denied string
+}
+
+// OptedIn reports whether a pod in ns gets injected, and why (or why not).
+// The pod annotation wins over the namespace label; egret's own namespace,
+// kube-system and other excluded namespaces are never injected.
+func OptedIn(pod *corev1.Pod, ns *corev1.Namespace, p *Policy) (bool, string) {
+	name := podNamespace(pod, ns)
+	if p.Excluded[name] {
+		return false, fmt.Sprintf("namespace %s is excluded", name)
+	}
+	switch v := pod.Annotations[InjectAnnotation]; v {
+	case "true":
+		return true, "pod annotation " + InjectAnnotation + "=true"
+	case "false":
+		return false, "pod annotation " + InjectAnnotation + "=false"
+	}
+	if ns != nil && ns.Labels[discovery.InjectLabel] == discovery.InjectEnabled {
+		return true, "namespace label " + discovery.InjectLabel + "=" + discovery.InjectEnabled
+	}
+	return false, "not opted in (label the namespace " + discovery.InjectLabel + "=" + discovery.InjectEnabled + " or annotate the pod " + InjectAnnotation + `: "true")`
+}
+
+func podNamespace(pod *corev1.Pod, ns *corev1.Namespace) string {
+	if ns != nil {
+		return ns.Name
+	}
+	return pod.Namespace
+}
+
+// modeFor picks the pod's mode: pod annotation, then namespace annotation,
+// then the policy.
+func modeFor(pod *corev1.Pod, ns *corev1.Namespace, p *Policy) (Mode, error) {
+	if v, ok := pod.Annotations[ModeAnnotation]; ok {
+		return ParseMode(v)
+	}
+	if ns != nil {
+		if v, ok := ns.Annotations[ModeAnnotation]; ok {
+			return ParseMode(v)
+		}
+	}
+	return p.Mode, nil
+}
+
+// Mutate returns pod with egret's proxy settings injected. It never changes
+// its input, never overwrites a value the user set (a differing value is a
+// warning), and is idempotent: Mutate(Mutate(p).Pod) changes nothing.
+func Mutate(pod *corev1.Pod, in Input) MutateResult {
+	out := MutateResult{Pod: pod.DeepCopy()}
+	ok, why := OptedIn(pod, in.Namespace, in.Policy)
+	if !ok {
+		out.Skipped = why
+		return out
+	}
+	if in.Cluster == nil {
+		out.Skipped = "cluster NO_PROXY not discovered yet"
+		out.Warnings = append(out.Warnings, "egret: pod not injected: the cluster NO_PROXY is not discovered yet")
+		return out
+	}
+	mode, err := modeFor(pod, in.Namespace, in.Policy)
+	if err != nil {
+		out.Denied = fmt.Sprintf("egret: annotation %s: %v", ModeAnnotation, err)
+		return out
+	}
+	p := in.Policy
+	if mode != Gateway && p.Image == "" {
+		out.Denied = fmt.Sprintf("egret: %s mode asked for, but the webhook has no --image for the sidecar", mode)
+		return out
+	}
+	if mode != Gateway && !p.NativeSidecars {
+		if p.FallbackRefuse || p.Gateway == nil {
+			out.Denied = fmt.Sprintf("egret: %s mode needs native sidecars (Kubernetes 1.29 or later); this API server has none. Use %s: gateway or upgrade the cluster", mode, ModeAnnotation)
+			return out
+		}
+		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: %s mode needs native sidecars (Kubernetes 1.29 or later); using the gateway %s instead", mode, p.Gateway.Host))
+		mode = Gateway
+	}
+	if mode == Gateway && p.Gateway == nil {
+		out.Denied = "egret: gateway mode asked for, but the webhook has no --gateway-url"
+		return out
+	}
+	out.Mode = mode
+
+	nsAdds, err := discovery.NamespaceAdditions(in.Namespace)
+	if err != nil {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: namespace annotation %s: %v (ignored)", discovery.NoProxyAnnotation, err))
+	}
+	noProxy := in.Cluster.With(nsAdds)
+	proxyURL, host, port := p.proxyFor(mode)
+	w := &warner{}
+	want := desiredEnv(proxyURL, host, port, noProxy)
+	spec := &out.Pod.Spec
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		if c.Name != SidecarName && c.Name != IptablesName {
+			injectEnv(c, want, w)
+		}
+	}
+	for i := range spec.Containers {
+		injectEnv(&spec.Containers[i], want, w)
+	}
+	if mode != Gateway {
+		addSidecars(spec, mode, p, noProxy)
+	}
+	if out.Pod.Annotations[InjectedAnnotation] != mode.String() {
+		if out.Pod.Annotations == nil {
+			out.Pod.Annotations = map[string]string{}
+		}
+		out.Pod.Annotations[InjectedAnnotation] = mode.String()
+	}
+	out.Warnings = append(out.Warnings, w.list()...)
+	return out
+}
+
+// envWant is one variable egret sets.
+type envWant struct {
+	name  string
+	value string
+}
+
+// javaProp is one -D property egret adds to JAVA_TOOL_OPTIONS.
+type javaProp struct{ key, value string }
+
+type desired struct {
+	env     []envWant
+	java    []javaProp
+	noProxy []string
+}
+
+func desiredEnv(proxyURL, host string, port int, noProxy *discovery.Result) desired {
+	np := noProxy.Value()
+	d := desired{noProxy: noProxy.Values()}
+	d.env = []envWant{
+		{"HTTP_PROXY", proxyURL}, {"http_proxy", proxyURL},
+		{"HTTPS_PROXY", proxyURL}, {"https_proxy", proxyURL},
+		{"NO_PROXY", np}, {"no_proxy", np},
+		{"NODE_USE_ENV_PROXY", "1"},
+	}
+	ps := strconv.Itoa(port)
+	d.java = []javaProp{
+		{"http.proxyHost", host}, {"http.proxyPort", ps},
+		{"https.proxyHost", host}, {"https.proxyPort", ps},
+		{"http.nonProxyHosts", javaNonProxyHosts(noProxy.Values())},
+	}
+	return d
+}
+
+// warner collects conflicts per variable across containers, so a pod with
+// ten containers gets one warning per variable, not ten.
+type warner struct {
+	order []string
+	by    map[string][]string
+	text  map[string]string
+}
+
+func (w *warner) add(key, container, text string) {
+	if w.by == nil {
+		w.by, w.text = map[string][]string{}, map[string]string{}
+	}
+	if _, ok := w.by[key]; !ok {
+		w.order = append(w.order, key)
+		w.text[key] = text
+	}
+	w.by[key] = append(w.by[key], container)
+}
+
+func (w *warner) list() []string {
+	out := make([]string, 0, len(w.order))
+	for _, k := range w.order {
+		out = append(out, fmt.Sprintf("egret: container %s: %s", strings.Join(w.by[k], ", "), w.text[k]))
+	}
+	return out
+}
+
+func injectEnv(c *corev1.Container, d desired, w *warner) {
+	for _, e := range d.env {
+		i := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == e.name })
+		if i < 0 {
+			c.Env = append(c.Env, corev1.EnvVar{Name: e.name, Value: e.value})
+			continue
+		}
+		have := c.Env[i]
+		if have.ValueFrom != nil || have.Value == e.value {
+			continue // from a Secret or ConfigMap, or already ours: keep
+		}
+		if strings.EqualFold(e.name, "NO_PROXY") {
+			if missing := missingEntries(have.Value, d.noProxy); len(missing) > 0 {
+				w.add("kept:"+e.name, c.Name, fmt.Sprintf("kept your %s; it lacks %s", e.name, shortList(missing, 8)))
+			}
+			continue
+		}
+		w.add("kept:"+e.name, c.Name, fmt.Sprintf("kept your %s=%s (egret would set %s)", e.name, redact(have.Value), redact(e.value)))
+	}
+	injectJava(c, d.java, w)
+}
+
+// injectJava appends egret's -D properties to JAVA_TOOL_OPTIONS, keeping
+// every property the user set.
+func injectJava(c *corev1.Container, props []javaProp, w *warner) {
+	const name = "JAVA_TOOL_OPTIONS"
+	i := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == name })
+	if i >= 0 && c.Env[i].ValueFrom != nil {
+		w.add("java-from", c.Name, name+" comes from a ConfigMap or Secret; egret cannot append the JVM proxy properties")
+		return
+	}
+	have := ""
+	if i >= 0 {
+		have = c.Env[i].Value
+	}
+	set := map[string]string{}
+	for _, f := range strings.Fields(have) {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(f, "-D"), "="); ok && strings.HasPrefix(f, "-D") {
+			set[k] = v
+		}
+	}
+	var add []string
+	for _, p := range props {
+		v, ok := set[p.key]
+		switch {
+		case !ok:
+			add = append(add, "-D"+p.key+"="+p.value)
+		case v != p.value:
+			w.add("java:"+p.key, c.Name, fmt.Sprintf("kept your -D%s in %s (egret would set %s)", p.key, name, shortValue(p.value)))
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	v := strings.Join(add, " ")
+	if have != "" {
+		v = have + " " + v
+	}
+	if i < 0 {
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: v})
+	} else {
+		c.Env[i].Value = v
+	}
+}
+
+// missingEntries returns the entries of want not literally in have.
+func missingEntries(have string, want []string) []string {
+	got := map[string]bool{}
+	for _, e := range strings.Split(have, ",") {
+		got[strings.ToLower(strings.TrimSpace(e))] = true
+	}
+	var out []string
+	for _, e := range want {
+		if !got[strings.ToLower(e)] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func shortList(es []string, n int) string {
+	if len(es) <= n {
+		return strings.Join(es, ",")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(es[:n], ","), len(es)-n)
+}
+
+func shortValue(v string) string {
+	if len(v) > 60 {
+		return v[:57] + "..."
+	}
+	return v
+}
+
+// redact hides the password of a proxy URL (warnings end up in kubectl
+// output and audit logs).
+func redact(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || u.User == nil {
+		if strings.Contains(v, "@") {
+			return "(a value with credentials)"
+		}
+		return shortValue(v)
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return shortValue(u.String())
+}
+
+// excludeCIDRs are the ranges transparent mode keeps away from the proxy:
+// the cluster's ranges and addresses, without loopback (always excluded).
+func excludeCIDRs(r *discovery.Result) []string {
+	var out []string
+	for _, p := range r.Prefixes() {
+		if p.Addr().IsLoopback() {
+			continue
+		}
+		out = append(out, p.String())
+	}
+	return out
+}

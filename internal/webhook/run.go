@@ -1,0 +1,180 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"egret.io/egret/internal/discovery"
+)
+
+// Options configure Run.
+type Options struct {
+	// Config reaches the API server.
+	Config *rest.Config
+	// Namespace is egret's own namespace (never injected; holds the Secret
+	// and the leader election Lease).
+	Namespace string
+	// Listen is the TLS address of /mutate, /validate, /healthz, /readyz.
+	Listen string
+	// MetricsListen serves controller-runtime's metrics; "0" disables.
+	MetricsListen string
+	// CertDir, when set, holds tls.crt and tls.key (cert-manager) and
+	// disables the self-managed CA.
+	CertDir string
+	// SecretName holds the self-managed CA and serving certificate.
+	SecretName string
+	// Hosts are the serving certificate's names (the Service's DNS names).
+	Hosts []string
+	// MutatingWebhooks and ValidatingWebhooks are the configurations whose
+	// caBundle the self-managed CA keeps current.
+	MutatingWebhooks, ValidatingWebhooks []string
+	// Policy is the webhook policy; NativeSidecars is filled in from the API
+	// server's version.
+	Policy Config
+	// Discovery configures the cluster NO_PROXY computation.
+	Discovery discovery.Options
+	// LeaderElection turns on leader election for the ConfigMap writer
+	// (off only for a single replica or tests).
+	LeaderElection bool
+	// Ready, if set, is called once the server serves and discovery ran.
+	Ready func()
+}
+
+// Run serves the admission webhook and runs NO_PROXY discovery until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if o.Config == nil || o.Namespace == "" {
+		return errors.New("webhook: a cluster configuration and a namespace are needed")
+	}
+	cs, err := kubernetes.NewForConfig(o.Config)
+	if err != nil {
+		return err
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return fmt.Errorf("read the API server version: %w", err)
+	}
+	o.Policy.NativeSidecars = NativeSidecarsSupported(v)
+	policy, err := o.Policy.Compile(o.Namespace)
+	if err != nil {
+		return fmt.Errorf("webhook policy: %w", err)
+	}
+	ctrl.Log.Info("webhook policy", "mode", policy.Mode.String(), "validation", policy.Validation.String(),
+		"apiserver", v.GitVersion, "nativeSidecars", policy.NativeSidecars)
+
+	host, portS, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", o.Listen, err)
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil {
+		return fmt.Errorf("--listen %q: bad port", o.Listen)
+	}
+
+	direct, err := client.New(o.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	var certs *CertManager
+	wopts := crwebhook.Options{Host: host, Port: port, CertDir: o.CertDir}
+	if o.CertDir == "" {
+		certs = &CertManager{Client: direct, Namespace: o.Namespace, SecretName: o.SecretName, Hosts: o.Hosts,
+			MutatingWebhooks: o.MutatingWebhooks, ValidatingWebhooks: o.ValidatingWebhooks}
+		if err := certs.Ensure(ctx); err != nil {
+			// The configurations may not exist yet; the loop retries. A
+			// missing certificate is fatal.
+			if !certs.Ready() {
+				return fmt.Errorf("webhook certificate: %w", err)
+			}
+			ctrl.Log.Error(err, "webhook certificate")
+		}
+		wopts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }}
+	}
+	wopts.TLSOpts = append(wopts.TLSOpts, func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 })
+	server := crwebhook.NewServer(wopts)
+
+	copts := discovery.CacheOptions()
+	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
+		Cache:                         copts,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsListen},
+		HealthProbeBindAddress:        "0",
+		WebhookServer:                 server,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              "egret-webhook",
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	disc := &discovery.Controller{Options: o.Discovery}
+	if err := disc.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if certs != nil {
+		if err := mgr.Add(certs); err != nil {
+			return err
+		}
+	}
+	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient()}
+	server.Register(MutatePath, h.Mutator())
+	server.Register(ValidatePath, h.Validator())
+	server.Register("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }))
+	ready := func() bool { return disc.Current() != nil && (certs == nil || certs.Ready()) }
+	server.Register("/readyz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "cluster NO_PROXY not discovered yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	}))
+	if o.Ready != nil {
+		if err := mgr.Add(readyNotifier{mgr: mgr, ready: ready, fn: o.Ready}); err != nil {
+			return err
+		}
+	}
+	// Namespaces are read on every admission: warm the informer before serving.
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		return fmt.Errorf("namespace informer: %w", err)
+	}
+	return mgr.Start(ctx)
+}
+
+// readyNotifier calls fn once the webhook server is started and ready.
+type readyNotifier struct {
+	mgr   ctrl.Manager
+	ready func() bool
+	fn    func()
+}
+
+func (r readyNotifier) NeedLeaderElection() bool { return false }
+
+func (r readyNotifier) Start(ctx context.Context) error {
+	check := r.mgr.GetWebhookServer().StartedChecker()
+	for {
+		if check(nil) == nil && r.ready() {
+			r.fn()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ctxTick():
+		}
+	}
+}
+
+func ctxTick() <-chan time.Time { return time.After(50 * time.Millisecond) }

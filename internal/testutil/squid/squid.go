@@ -28,6 +28,12 @@ type Options struct {
 	Listen string
 	// Extra is appended to squid.conf.
 	Extra string
+	// Command builds the command that runs Squid, e.g. inside a network
+	// namespace; nil runs it directly.
+	Command func(argv ...string) *exec.Cmd
+	// Dial reaches Squid's listener to see that it is up; nil dials from
+	// the test process.
+	Dial func(network, addr string) (net.Conn, error)
 }
 
 // Squid is a running Squid.
@@ -110,7 +116,16 @@ forwarded_for on
 	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-N", "-f", confPath)
+	var cmd *exec.Cmd
+	if o.Command != nil {
+		cmd = o.Command(bin, "-N", "-f", confPath)
+	} else {
+		cmd = exec.Command(bin, "-N", "-f", confPath)
+	}
+	dial := o.Dial
+	if dial == nil {
+		dial = func(network, addr string) (net.Conn, error) { return net.DialTimeout(network, addr, 200*time.Millisecond) }
+	}
 	logf, _ := os.Create(filepath.Join(dir, "squid.out"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -129,7 +144,7 @@ forwarded_for on
 	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", listen, 200*time.Millisecond)
+		c, err := dial("tcp", listen)
 		if err == nil {
 			c.Close()
 			break

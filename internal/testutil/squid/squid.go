@@ -124,7 +124,9 @@ forwarded_for on
 	}
 	dial := o.Dial
 	if dial == nil {
-		dial = func(network, addr string) (net.Conn, error) { return net.DialTimeout(network, addr, 200*time.Millisecond) }
+		dial = func(network, addr string) (net.Conn, error) {
+			return net.DialTimeout(network, addr, 200*time.Millisecond)
+		}
 	}
 	logf, _ := os.Create(filepath.Join(dir, "squid.out"))
 	cmd.Stdout, cmd.Stderr = logf, logf

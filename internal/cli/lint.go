@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"egret.io/egret/internal/lint"
+	"egret.io/egret/internal/noproxy"
 )
 
 // Exit codes of `egret lint`.
@@ -24,6 +25,7 @@ func newLintCmd() *cobra.Command {
 		domain      string
 		apiIPs      []string
 		expectProxy string
+		metadata    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "lint [flags] PATH|- ...",
@@ -81,6 +83,21 @@ objects are still printed).`,
 					cl.APIServerIPs = append(cl.APIServerIPs, a)
 				}
 			}
+			if cmd.Flags().Changed("metadata-address") {
+				cl.MetadataAddrs = []netip.Addr{} // given: exactly these, none when empty
+				for _, list := range metadata {
+					for _, s := range strings.Split(list, ",") {
+						if s = strings.TrimSpace(s); s == "" {
+							continue
+						}
+						a, err := netip.ParseAddr(s)
+						if err != nil {
+							return usage(fmt.Errorf("--metadata-address: %w", err))
+						}
+						cl.MetadataAddrs = append(cl.MetadataAddrs, a)
+					}
+				}
+			}
 			objs, readErr := lint.ReadPaths(args, cmd.InOrStdin())
 			findings, checkErr := lint.Check(objs, lint.Options{Cluster: cl})
 			out := cmd.OutOrStdout()
@@ -117,5 +134,6 @@ objects are still printed).`,
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.StringSliceVar(&apiIPs, "api-server-ip", nil, "API server / kubernetes Service addresses that NO_PROXY must cover (repeatable)")
 	f.StringVar(&expectProxy, "expect-proxy", "", "proxy URL pods must use (report variables naming another proxy)")
+	f.StringSliceVar(&metadata, "metadata-address", []string{noproxy.DefaultMetadataAddr}, "cloud metadata addresses that NO_PROXY must cover (repeatable; \"\" checks none)")
 	return cmd
 }

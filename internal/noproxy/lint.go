@@ -65,13 +65,29 @@ type LintOptions struct {
 	ClusterCIDRs  []netip.Prefix // Service and Pod CIDRs that must go direct
 	ClusterDomain string         // "" = cluster.local
 	APIServerIPs  []netip.Addr   // the kubernetes Service IP and endpoints
-	External      []string       // names that must use the proxy (fixed egress)
+	// MetadataAddrs are the cloud instance metadata addresses that must go
+	// direct. nil means DefaultMetadataAddr (169.254.169.254); an empty,
+	// non-nil slice checks none (a cluster without a metadata service).
+	MetadataAddrs []netip.Addr
+	External      []string // names that must use the proxy (fixed egress)
 	// Env is the environment the value comes from, when known: it enables
 	// the both-case checks (NO_PROXY vs no_proxy, HTTP_PROXY vs http_proxy).
 	Env Env
 	// SkipEssentials turns off RuleMissingEssential (for values that are not
 	// meant to be a pod's whole NO_PROXY).
 	SkipEssentials bool
+}
+
+// DefaultMetadataAddr is the cloud instance metadata address (AWS, GCP,
+// Azure, OpenStack) a pod's NO_PROXY must cover unless told otherwise.
+const DefaultMetadataAddr = "169.254.169.254"
+
+// metadataAddrs returns the metadata addresses with the default applied.
+func (o LintOptions) metadataAddrs() []netip.Addr {
+	if o.MetadataAddrs == nil {
+		return []netip.Addr{netip.MustParseAddr(DefaultMetadataAddr)}
+	}
+	return o.MetadataAddrs
 }
 
 // HasErrors reports whether any finding is an error.
@@ -390,11 +406,19 @@ func lintEssentials(value string, entries []Entry, clients []Client, domain stri
 		{"https://kubernetes.default/", []string{"kubernetes.default"}, "the API server name kubernetes.default"},
 		{"https://kubernetes.default.svc/", []string{"kubernetes.default.svc"}, "the API server name kubernetes.default.svc"},
 		{"https://kubernetes.default.svc." + domain + "/", []string{"kubernetes.default.svc." + domain}, "the API server FQDN"},
-		{"http://169.254.169.254/", []string{"169.254.169.254"}, "the cloud metadata address"},
-		{"http://localhost/", []string{"localhost"}, "localhost"},
-		{"http://127.0.0.1/", []string{"127.0.0.1"}, "127.0.0.1"},
-		{"http://[::1]/", []string{"::1", "[::1]"}, "::1"},
 	}
+	for _, a := range opts.metadataAddrs() {
+		fix := []string{a.String()}
+		if a.Is6() {
+			fix = append(fix, "["+a.String()+"]")
+		}
+		ess = append(ess, essential{hostURL(a.String(), 0), fix, "the cloud metadata address"})
+	}
+	ess = append(ess,
+		essential{"http://localhost/", []string{"localhost"}, "localhost"},
+		essential{"http://127.0.0.1/", []string{"127.0.0.1"}, "127.0.0.1"},
+		essential{"http://[::1]/", []string{"::1", "[::1]"}, "::1"},
+	)
 	for _, ip := range opts.APIServerIPs {
 		ess = append(ess, essential{hostURL(ip.String(), 443), []string{ip.String()}, "the API server address " + ip.String()})
 	}

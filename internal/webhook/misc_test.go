@@ -3,12 +3,16 @@ package webhook
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/version"
+
+	"egret.io/egret/internal/discovery"
 )
 
 func TestNativeSidecarsSupported(t *testing.T) {
@@ -120,5 +124,35 @@ func TestValidate(t *testing.T) {
 				t.Errorf("injected pod: denied=%q warnings=%q", res.Denied, res.Warnings)
 			}
 		})
+	}
+}
+
+// TestLintClusterMetadata: the validating webhook requires the metadata
+// addresses discovery publishes (IPv6 ones only in a cluster with IPv6
+// ranges), and none when discovery was told to leave them out.
+func TestLintClusterMetadata(t *testing.T) {
+	v4 := discovery.Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": {netip.MustParsePrefix("10.96.0.0/16")}}}
+	dual := discovery.Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": {netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/108")}}}
+	tests := []struct {
+		name string
+		in   discovery.Inputs
+		opts discovery.Options
+		want string
+	}{
+		{"ipv4-cluster-default", v4, discovery.Options{}, "[169.254.169.254]"},
+		{"dual-stack-default", dual, discovery.Options{}, "[169.254.169.254 fd00:ec2::254]"},
+		{"left-out", v4, discovery.Options{MetadataAddresses: []string{}}, "[]"},
+		{"custom", v4, discovery.Options{MetadataAddresses: []string{"100.100.100.200"}}, "[100.100.100.200]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := lintCluster(discovery.Compute(tt.in, tt.opts))
+			if got := fmt.Sprint(c.MetadataAddrs); got != tt.want || c.MetadataAddrs == nil {
+				t.Errorf("MetadataAddrs = %s (nil %v), want %s", got, c.MetadataAddrs == nil, tt.want)
+			}
+		})
+	}
+	if c := lintCluster(nil); c.MetadataAddrs != nil {
+		t.Errorf("no discovery: MetadataAddrs = %v, want nil (lint's default)", c.MetadataAddrs)
 	}
 }

@@ -26,6 +26,7 @@ func newLintCmd() *cobra.Command {
 		apiIPs      []string
 		expectProxy string
 		metadata    []string
+		docsBase    string
 	)
 	cmd := &cobra.Command{
 		Use:   "lint [flags] PATH|- ...",
@@ -104,11 +105,11 @@ objects are still printed).`,
 			var err error
 			switch output {
 			case "json":
-				err = lint.WriteJSON(out, findings)
+				err = lint.WriteJSON(out, findings, docsBase)
 			case "sarif":
-				err = lint.WriteSARIF(out, findings, Version)
+				err = lint.WriteSARIF(out, findings, Version, docsBase)
 			default:
-				err = lint.WriteText(out, findings, len(objs))
+				err = lint.WriteText(out, findings, len(objs), docsBase)
 			}
 			if err != nil {
 				return fmt.Errorf("write report: %w", err)
@@ -134,6 +135,7 @@ objects are still printed).`,
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.StringSliceVar(&apiIPs, "api-server-ip", nil, "API server / kubernetes Service addresses that NO_PROXY must cover (repeatable)")
 	f.StringVar(&expectProxy, "expect-proxy", "", "proxy URL pods must use (report variables naming another proxy)")
+	f.StringVar(&docsBase, "docs-base", lint.DefaultDocsBase, "where the rule links point: the README or its published URL (SARIF helpUri needs an absolute URL)")
 	f.StringSliceVar(&metadata, "metadata-address", []string{noproxy.DefaultMetadataAddr}, "cloud metadata addresses that NO_PROXY must cover (repeatable; \"\" checks none)")
 	return cmd
 }

@@ -57,7 +57,12 @@ failed, 2 bad usage.`,
 		Example: `  kubectl exec deploy/orders -- egret doctor --echo http://echo.example.com:8080/
   egret doctor --internal payments:8080 --internal http://inventory.shop/healthz -o json
   egret doctor --proxy http://egret-gateway.egress:3128 --echo http://203.0.113.7:8080/`,
-		Args: cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &ExitError{Code: doctorExitUsage, Err: fmt.Errorf("doctor takes no arguments (got %q): use --internal NAME", args[0])}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			usage := func(err error) error { return &ExitError{Code: doctorExitUsage, Err: err} }
 			if output != "text" && output != "json" {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 
 	"egret.io/egret/internal/noproxy"
 )
@@ -91,6 +92,17 @@ func (s *state) suggestEntry(u, host string, proxied []string) string {
 	return best
 }
 
+// formRoute is what the runtimes do with one form of an internal
+// destination, and what the proxy answers for it when some send it there.
+type formRoute struct {
+	host    string
+	proxied []string // clients that send it to the proxy
+	entry   string   // the NO_PROXY entry that would fix it
+	outcome string   // what the proxy answered ("" when nobody proxies it)
+	status  Status   // Warn: the proxy reaches it; Fail: it does not
+	details []string
+}
+
 // runtimesInternalCheck predicts, per runtime, what happens to the
 // internal destination's name, FQDN and ClusterIP, and when some runtime
 // would send one to the proxy, asks the proxy what it does with it.
@@ -98,10 +110,10 @@ func (s *state) runtimesInternalCheck(t target) Check {
 	return Check{Name: "runtimes", Target: t.raw, Run: func(ctx context.Context) Result {
 		fs, _ := s.forms(ctx, t)
 		var r Result
-		var holes, worked, broken []string
-		var advice []string
-		status := Pass
-		for _, fm := range fs {
+		var broken []string
+		routes := make([]formRoute, len(fs))
+		var wg sync.WaitGroup
+		for i, fm := range fs {
 			u := t.urlFor(fm.host)
 			rs, err := s.explain(u)
 			if err != nil {
@@ -111,49 +123,63 @@ func (s *state) runtimesInternalCheck(t target) Check {
 			r.Details = append(r.Details, resultLines(u, rs)...)
 			g := group(rs)
 			for _, fr := range g.fail {
-				status = Fail
 				broken = append(broken, fmt.Sprintf("%s fails on %s: %s", fr.Client, u, fr.Reason))
 			}
+			routes[i].host = fm.host
 			if len(g.proxy) == 0 {
 				continue
 			}
-			names := clientsOf(g.proxy)
-			entry := s.suggestEntry(u, fm.host, names)
-			what := fmt.Sprintf("%s would send %s to the proxy", joinAnd(names), fm.host)
-			if entry != "" {
-				what += ": NO_PROXY lacks " + entry
-				advice = append(advice, entry)
-			}
-			pu, _ := url.Parse(u)
-			p, ok := s.proxyByResult(pu.Scheme, g.proxy[0].Proxy)
-			if !ok || p.url == nil {
-				status = Fail
-				holes = append(holes, what)
+			routes[i].proxied = clientsOf(g.proxy)
+			routes[i].entry = s.suggestEntry(u, fm.host, routes[i].proxied)
+			wg.Add(1)
+			go func(fr *formRoute, u string, via string) {
+				defer wg.Done()
+				s.askProxy(ctx, fr, u, via)
+			}(&routes[i], u, g.proxy[0].Proxy)
+		}
+		wg.Wait()
+
+		// Group the forms by who proxies them and what the proxy said, so
+		// the summary reads "x and y would go to the proxy: ...".
+		type key struct {
+			clients, outcome string
+			status           Status
+		}
+		var order []key
+		hosts, entries := map[key][]string{}, map[key][]string{}
+		status := Pass
+		var advice []string
+		for _, fr := range routes {
+			r.Details = append(r.Details, fr.details...)
+			if len(fr.proxied) == 0 {
 				continue
 			}
-			in := decodeIn{proxy: p.name(), source: p.source(), target: hostPortOf(pu), internal: true, noProxy: entry}
-			if p.url.User != nil {
-				in.user = p.url.User.Username()
+			k := key{joinAnd(fr.proxied), fr.outcome, fr.status}
+			if _, ok := hosts[k]; !ok {
+				order = append(order, k)
 			}
-			c, _, a, f := s.connectVia(ctx, p.url, hostPortOf(pu))
-			switch {
-			case f != nil:
-				v := decodeProxyFailure(f, in)
-				r.Details = append(r.Details, v.details...)
-				status = Fail
-				holes = append(holes, what+"; and the proxy cannot be reached: "+v.summary)
-			case a.code/100 == 2:
-				c.Close()
-				if status < Warn {
-					status = Warn
-				}
-				worked = append(worked, what+"; the proxy reaches it anyway ("+in.proxy+" answered "+a.status+")")
-			default:
-				v := decodeAnswer(a, in)
-				r.Details = append(r.Details, v.details...)
-				status = Fail
-				holes = append(holes, what+"; "+in.proxy+" answered "+a.status+psSuffix(psType(a)))
+			hosts[k] = append(hosts[k], fr.host)
+			if fr.entry != "" {
+				entries[k] = append(entries[k], fr.entry)
+				advice = append(advice, fr.entry)
 			}
+			status = max(status, fr.status)
+		}
+		var holes, worked []string
+		for _, k := range order {
+			line := fmt.Sprintf("%s would send %s to the proxy", k.clients, joinAnd(hosts[k]))
+			if es := dedupe(entries[k]); len(es) > 0 {
+				line += ": NO_PROXY lacks " + joinAnd(es)
+			}
+			line += "; " + k.outcome
+			if k.status == Fail {
+				holes = append(holes, line)
+			} else {
+				worked = append(worked, line)
+			}
+		}
+		if len(broken) > 0 {
+			status = Fail
 		}
 		r.Status = status
 		switch {
@@ -164,23 +190,76 @@ func (s *state) runtimesInternalCheck(t target) Check {
 		case len(worked) > 0:
 			r.Summary = strings.Join(worked, "; ")
 		default:
-			var hosts []string
+			var all []string
 			for _, fm := range fs {
-				hosts = append(hosts, fm.host)
+				all = append(all, fm.host)
 			}
-			r.Summary = fmt.Sprintf("%s go direct to %s", joinAnd(s.clientNames()), joinAnd(hosts))
+			r.Summary = fmt.Sprintf("%s go direct to %s", joinAnd(s.clientNames()), joinAnd(all))
 		}
 		if len(advice) > 0 {
-			r.Advice = "Add " + strings.Join(dedupe(advice), ",") + " to NO_PROXY and no_proxy: an outside proxy cannot resolve or reach cluster names and addresses"
-			if len(holes) == 0 {
-				r.Advice += "; today the proxy covers for it, at the cost of an extra hop and a dependency on the proxy for in-cluster calls"
-			}
-			r.Advice += "."
+			r.Advice = s.internalAdvice(dedupe(advice), len(holes) == 0)
 		} else if len(broken) > 0 {
 			r.Advice = "These clients cannot call this URL with the current variables; see the details."
 		}
 		return r
 	}}
+}
+
+// askProxy sends CONNECT for u to the proxy the clients would use (named
+// by a noproxy result, redacted) and records what it answered.
+func (s *state) askProxy(ctx context.Context, fr *formRoute, u, via string) {
+	pu, _ := url.Parse(u)
+	p, ok := s.proxyByResult(pu.Scheme, via)
+	fr.status = Fail
+	if !ok || p.url == nil {
+		fr.outcome = "the proxy " + via + " is not a usable URL"
+		return
+	}
+	in := decodeIn{proxy: p.name(), source: p.source(), target: hostPortOf(pu), internal: true, noProxy: fr.entry}
+	if p.url.User != nil {
+		in.user = p.url.User.Username()
+	}
+	c, _, a, f := s.connectVia(ctx, p.url, hostPortOf(pu))
+	switch {
+	case f != nil:
+		v := decodeProxyFailure(f, in)
+		fr.details = v.details
+		fr.outcome = "and the proxy cannot be reached: " + v.summary
+	case a.code/100 == 2:
+		c.Close()
+		fr.status = Warn
+		fr.outcome = "the proxy reaches it anyway (" + in.proxy + " answered " + a.status + ")"
+	default:
+		v := decodeAnswer(a, in)
+		fr.details = v.details
+		fr.outcome = in.proxy + " answered " + a.status + psSuffix(psType(a))
+	}
+}
+
+// internalAdvice says which NO_PROXY entries to add.
+func (s *state) internalAdvice(entries []string, works bool) string {
+	adv := "Add " + strings.Join(entries, ",") + " to NO_PROXY and no_proxy: an outside proxy cannot resolve or reach cluster names and addresses"
+	if works {
+		adv += "; today the proxy covers for it, at the cost of an extra hop and a dependency on the proxy for in-cluster calls"
+	}
+	for _, e := range entries {
+		if !strings.Contains(e, ".") && !strings.Contains(e, ":") {
+			// A short Service name: its .svc form is the usual cover.
+			adv += fmt.Sprintf("; or call it %s.%s.svc, which .svc covers", e, orDefault(s.rc.namespace(), "<namespace>"))
+		} else if _, err := netip.ParseAddr(e); err == nil {
+			var cidr []string
+			for _, c := range s.clients {
+				if c.Caps.CIDR4 {
+					cidr = append(cidr, c.Name)
+				}
+			}
+			adv += "; for addresses, the Service and Pod CIDRs cover them all, but only in clients that read CIDR entries"
+			if len(cidr) > 0 {
+				adv += " (here: " + joinAnd(cidr) + ")"
+			}
+		}
+	}
+	return adv + "."
 }
 
 // psType is the error type of a proxy's Proxy-Status, or its X-Squid-Error.

@@ -51,6 +51,21 @@ func (s Status) MarshalText() ([]byte, error) {
 	return []byte(s.String()), nil
 }
 
+// UnmarshalText reads "pass", "warn" or "fail".
+func (s *Status) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "pass":
+		*s = Pass
+	case "warn":
+		*s = Warn
+	case "fail":
+		*s = Fail
+	default:
+		return fmt.Errorf("unknown status %q (want pass, warn or fail)", b)
+	}
+	return nil
+}
+
 // Result is what one check found.
 type Result struct {
 	Status  Status

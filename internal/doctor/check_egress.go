@@ -48,13 +48,21 @@ func (s *state) egressCheck() Check {
 				if p.url.User != nil {
 					in.user = p.url.User.Username()
 				}
-				a, pa, f := s.getVia(ctx, p.url, s.echo)
+				a, pa, f, of := s.getVia(ctx, p.url, s.echo)
 				switch {
 				case f != nil:
 					v := decodeProxyFailure(f, in)
 					viaVerdict = &v
 				case pa != nil:
 					v := decodeAnswer(pa, in)
+					viaVerdict = &v
+				case of != nil:
+					v := verdict{status: Fail, summary: "the proxy opened the tunnel, but " + of.Error(), details: []string{of.Error()}}
+					if of.kind == fkTLS {
+						v.advice = "The certificate of " + s.echo.Host + " is not trusted here. A proxy that intercepts TLS presents its own certificate: add its CA to the image's trust store (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, the JVM's cacerts)."
+					} else {
+						v.advice = "The echo server answers the proxy but not as expected; check --echo."
+					}
 					viaVerdict = &v
 				default:
 					proxyIP, viaErr = echoIP(a)

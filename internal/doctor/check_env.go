@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"egret.io/egret/internal/noproxy"
@@ -10,6 +11,9 @@ import (
 
 // envPairs are the proxy variables, upper case first.
 var envPairs = [][2]string{{"HTTP_PROXY", "http_proxy"}, {"HTTPS_PROXY", "https_proxy"}, {"NO_PROXY", "no_proxy"}, {"ALL_PROXY", "all_proxy"}}
+
+// passwordProp matches -D...password=VALUE in JVM options.
+var passwordProp = regexp.MustCompile(`(?i)(-D[\w.-]*pass(word)?=)("[^"]*"|'[^']*'|\S+)`)
 
 // showValue prints a variable for a report: redacted, quoted, or "(unset)".
 func showValue(env noproxy.Env, name string) string {
@@ -20,8 +24,12 @@ func showValue(env noproxy.Env, name string) string {
 	if v == "" {
 		return `""`
 	}
-	if strings.Contains(strings.ToLower(name), "proxy") && !strings.Contains(strings.ToLower(name), "no_proxy") {
+	l := strings.ToLower(name)
+	switch {
+	case strings.Contains(l, "proxy") && !strings.Contains(l, "no_proxy"):
 		return redact(v)
+	case strings.Contains(l, "java") || strings.Contains(l, "node_options"):
+		return passwordProp.ReplaceAllString(v, "${1}xxxxx")
 	}
 	return v
 }
@@ -34,8 +42,8 @@ func (s *state) envCheck() Check {
 			r.Details = append(r.Details, fmt.Sprintf("%s=%s  %s=%s", p[0], showValue(s.env, p[0]), p[1], showValue(s.env, p[1])))
 		}
 		for _, n := range []string{"NODE_USE_ENV_PROXY", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"} {
-			if v, ok := s.env[n]; ok {
-				r.Details = append(r.Details, n+"="+v)
+			if _, ok := s.env[n]; ok {
+				r.Details = append(r.Details, n+"="+showValue(s.env, n))
 			}
 		}
 		if s.proxyFlag != nil {

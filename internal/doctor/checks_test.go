@@ -86,6 +86,8 @@ func TestPID1Check(t *testing.T) {
 	}{
 		{"same-proxy-vars-other-vars-differ", "HTTPS_PROXY=http://u:s3cret@gw:3128\x00https_proxy=http://u:s3cret@gw:3128\x00NO_PROXY=.svc\x00no_proxy=.svc\x00HOME=/app\x00", Pass, []string{"same proxy variables"}},
 		{"exported-in-shell-only", "HTTPS_PROXY=http://u:s3cret@gw:3128\x00NO_PROXY=.svc\x00no_proxy=.svc\x00", Fail, []string{"https_proxy is set in this shell but not for PID 1"}},
+		{"java-password-property-redacted", "HTTPS_PROXY=http://u:s3cret@gw:3128\x00https_proxy=http://u:s3cret@gw:3128\x00NO_PROXY=.svc\x00no_proxy=.svc\x00JAVA_TOOL_OPTIONS=-Dhttps.proxyHost=gw -Dhttps.proxyPassword=s3cret\x00", Fail,
+			[]string{"JAVA_TOOL_OPTIONS is set for PID 1"}},
 		{"entrypoint-changed-no-proxy", "HTTPS_PROXY=http://u:s3cret@gw:3128\x00https_proxy=http://u:s3cret@gw:3128\x00NO_PROXY=.cluster.local\x00no_proxy=.svc\x00JAVA_TOOL_OPTIONS=-Dhttps.proxyHost=gw\x00", Fail,
 			[]string{"NO_PROXY differs", "JAVA_TOOL_OPTIONS is set for PID 1 but not in this shell"}},
 		{"missing-file", "-", Warn, []string{"does not exist"}},

@@ -41,6 +41,7 @@ func TestDoctorPinpointsPlantedFaults(t *testing.T) {
 		env      []string
 		pid1     []string // nil: the same as env
 		internal []string // nil: api
+		echo     string   // "": the lab's echo server
 		timeout  time.Duration
 		failing  []string // names of the failing checks (with target prefix where needed), sorted
 		want     []want
@@ -69,6 +70,10 @@ func TestDoctorPinpointsPlantedFaults(t *testing.T) {
 		{name: "deny-rule", env: proxyEnv("http://"+l.denyGateway, fullNoProxy),
 			failing: []string{"egress-ip", "proxy"},
 			want:    []want{{check: "proxy", summary: []string{"refuses echo.example.test:", "by policy", "403 http_request_denied"}, advice: []string{"before the deny rule"}}}},
+		{name: "dead-target-behind-the-proxy", env: proxyEnv("http://"+l.gateway, fullNoProxy), echo: "http://echo.example.test:" + l.deadEchoPort + "/",
+			failing: []string{"egress-ip", "proxy"},
+			want: []want{{check: "proxy", summary: []string{"dead target", "nothing listens there", "connection refused"}, advice: []string{"the proxy path works"}},
+				{check: "egress-ip", summary: []string{"cannot be reached through the proxy", "dead target"}}}},
 		{name: "shell-differs-from-pid1", env: proxyEnv("http://"+l.gateway, fullNoProxy),
 			pid1:    []string{"HTTP_PROXY=http://" + l.gateway, "NO_PROXY=.cluster.local", "KUBERNETES_SERVICE_HOST=" + apiIP},
 			failing: []string{"pid1-env"},
@@ -90,7 +95,7 @@ func TestDoctorPinpointsPlantedFaults(t *testing.T) {
 			if internal == nil {
 				internal = []string{api}
 			}
-			o := Options{Echo: l.echoURL, Internal: internal, Timeout: tt.timeout}
+			o := Options{Echo: orDefault(tt.echo, l.echoURL), Internal: internal, Timeout: tt.timeout}
 			if o.Timeout == 0 {
 				o.Timeout = 3 * time.Second
 			}
@@ -169,14 +174,4 @@ func matchPrefixes(got, want []string) bool {
 		}
 	}
 	return true
-}
-
-// find returns the first outcome whose "name target" starts with key.
-func find(outs []Outcome, key string) (Outcome, bool) {
-	for _, o := range outs {
-		if strings.HasPrefix(strings.TrimSpace(o.Name+" "+o.Target), key) {
-			return o, true
-		}
-	}
-	return Outcome{}, false
 }

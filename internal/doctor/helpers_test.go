@@ -63,3 +63,13 @@ func (nxResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, 
 func refuseDial(_ context.Context, network, addr string) (net.Conn, error) {
 	return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 }
+
+// find returns the first outcome whose "name target" starts with key.
+func find(outs []Outcome, key string) (Outcome, bool) {
+	for _, o := range outs {
+		if strings.HasPrefix(strings.TrimSpace(o.Name+" "+o.Target), key) {
+			return o, true
+		}
+	}
+	return Outcome{}, false
+}

@@ -57,6 +57,7 @@ type lab struct {
 	dnsAddr       string // the DNS server, inside the pod namespace
 	resolvConf    string
 	echoURL       string // http://echo.example.test:PORT/
+	deadEchoPort  string // a closed port on the echo host
 	apiPort       string // the "kubernetes" HTTPS-less API stand-in on apiIP
 	gateway       string // egret gateway host:port (by Service name)
 	denyGateway   string // egret gateway that denies the echo host
@@ -83,6 +84,9 @@ func newLab(t *testing.T) *lab {
 	go esrv.Serve(eln)
 	t.Cleanup(func() { esrv.Close() })
 	l.echoURL = "http://echo.example.test:" + port(eln) + "/"
+	dead := l.listen(t, l.inet, inetIP+":0")
+	l.deadEchoPort = port(dead)
+	dead.Close()
 
 	// The cluster: the API server stand-in answers any HTTP request.
 	aln := l.listen(t, l.gw, apiIP+":0")

@@ -312,33 +312,35 @@ func (s *state) connectVia(ctx context.Context, p *url.URL, hostport string) (ne
 
 // getVia fetches u through proxy p the way clients do: absolute-form GET
 // for http://, CONNECT then TLS for https://. A non-2xx answer of the
-// proxy comes back as proxyAns; the origin's answer as ans.
-func (s *state) getVia(ctx context.Context, p *url.URL, u *url.URL) (ans, proxyAns *answer, f *failure) {
+// proxy comes back as proxyAns and a failure to talk to the proxy as f;
+// the origin's answer as ans, a failure past the proxy (TLS with the
+// origin through the tunnel) as originF.
+func (s *state) getVia(ctx context.Context, p *url.URL, u *url.URL) (ans, proxyAns *answer, f, originF *failure) {
 	hostport := hostPortOf(u)
 	if u.Scheme == "https" {
 		c, br, pa, f := s.connectVia(ctx, p, hostport)
 		if f != nil || pa.code/100 != 2 {
-			return nil, pa, f
+			return nil, pa, f, nil
 		}
 		defer c.Close()
-		ans, f := s.getOver(ctx, c, br, u, true)
-		return ans, nil, f
+		ans, of := s.getOver(ctx, c, br, u, true)
+		return ans, nil, nil, of
 	}
 	c, f := s.dialProxy(ctx, p)
 	if f != nil {
-		return nil, nil, f
+		return nil, nil, f, nil
 	}
 	defer c.Close()
 	req := "GET " + u.String() + " HTTP/1.1\r\nHost: " + u.Host + "\r\n" + proxyAuth(p) +
 		"User-Agent: egret-doctor\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
 	a, f := s.roundTrip(ctx, c, nil, req, http.MethodGet, "GET "+u.String()+" via "+redactURL(p))
 	if f != nil {
-		return nil, nil, f
+		return nil, nil, f, nil
 	}
 	if fromProxy(a) {
-		return nil, a, nil
+		return nil, a, nil, nil
 	}
-	return a, nil, nil
+	return a, nil, nil, nil
 }
 
 // fromProxy tells a proxy's own error answer from the origin's answer on

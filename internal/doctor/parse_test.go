@@ -181,3 +181,14 @@ func FuzzParseProxyStatus(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseEnviron(f *testing.F) {
+	f.Add([]byte("HTTPS_PROXY=http://u:p@gw:3128\x00NO_PROXY=.svc\x00\x00=x\x00junk\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for name := range parseEnviron(b) {
+			if name == "" || strings.ContainsAny(name, "=\x00") {
+				t.Fatalf("bad name %q from %q", name, b)
+			}
+		}
+	})
+}

@@ -348,8 +348,6 @@ func directAdvice(r noproxy.Result, u *url.URL) string {
 	if m := backticked.FindStringSubmatch(r.Reason); m != nil && strings.Contains(r.Reason, "matched") {
 		return "remove or narrow the NO_PROXY entry `" + m[1] + "`: it sends " + u.Hostname() + " direct"
 	}
-	if u.Scheme == "https" {
-		return "set both HTTPS_PROXY and https_proxy (" + r.Client + ")"
-	}
-	return "set both HTTP_PROXY and http_proxy (" + r.Client + " reads only http_proxy)"
+	up := strings.ToUpper(u.Scheme) + "_PROXY"
+	return "set both " + up + " and " + strings.ToLower(up) + " to the proxy (" + r.Client + " reads the one that is missing)"
 }

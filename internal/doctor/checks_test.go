@@ -230,3 +230,47 @@ func TestReportGolden(t *testing.T) {
 		t.Errorf("no checks = %q, want []", empty.String())
 	}
 }
+
+// TestRuntimesEchoCheck: runtimes that would bypass the proxy for an
+// outside URL are named with the fix that makes each use it.
+func TestRuntimesEchoCheck(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     []string
+		clients []string
+		status  Status
+		summary []string
+		advice  []string
+	}{
+		{"all-through-the-proxy", []string{"HTTP_PROXY=http://gw:3128", "http_proxy=http://gw:3128", "NODE_USE_ENV_PROXY=1"}, []string{"go", "curl", "node-http"}, Pass,
+			[]string{"go, curl and node-http send echo.example.test:8080 through the proxy (http://gw:3128)"}, nil},
+		{"curl-ignores-upper-case", []string{"HTTP_PROXY=http://gw:3128"}, []string{"go", "curl"}, Fail,
+			[]string{"curl would go direct, bypassing the proxy"}, []string{"Set both HTTP_PROXY and http_proxy"}},
+		{"java-without-properties", []string{"HTTP_PROXY=http://gw:3128", "http_proxy=http://gw:3128"}, []string{"java"}, Fail,
+			[]string{"java would go direct"}, []string{"JAVA_TOOL_OPTIONS"}},
+		{"node-without-switch", []string{"HTTP_PROXY=http://gw:3128", "http_proxy=http://gw:3128"}, []string{"node-http"}, Fail,
+			[]string{"node-http would go direct", "NODE_USE_ENV_PROXY"}, []string{"NODE_USE_ENV_PROXY=1"}},
+		{"too-broad-no-proxy", []string{"HTTP_PROXY=http://gw:3128", "http_proxy=http://gw:3128", "NO_PROXY=.test", "no_proxy=.test"}, []string{"go"}, Fail,
+			[]string{"go would go direct"}, []string{"Remove or narrow the NO_PROXY entry `.test`"}},
+		{"no-proxy-at-all", []string{"PATH=/bin"}, []string{"go"}, Warn, []string{"no proxy variable is set"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := runNamed(t, Options{Echo: "http://echo.example.test:8080/", Clients: tt.clients, Timeout: time.Second}, offline(t, tt.env...), "runtimes")
+			got := o[len(o)-1] // the echo URL's comes after the internal ones
+			if got.Status != tt.status {
+				t.Errorf("status %s, want %s: %s", got.Status, tt.status, got.Summary)
+			}
+			for _, s := range tt.summary {
+				if !strings.Contains(got.Summary, s) {
+					t.Errorf("summary %q lacks %q", got.Summary, s)
+				}
+			}
+			for _, s := range tt.advice {
+				if !strings.Contains(got.Advice, s) {
+					t.Errorf("advice %q lacks %q", got.Advice, s)
+				}
+			}
+		})
+	}
+}

@@ -186,6 +186,9 @@ func TestRunChecks(t *testing.T) {
 			t.Errorf("outcome %d = %+v, want %s %s %q", i, outs[i], w.name, w.status, w.sub)
 		}
 	}
+	if len(outs[1].Details) == 0 || !strings.Contains(outs[1].Details[0], "checks_test.go") {
+		t.Errorf("panic details do not locate it: %q", outs[1].Details)
+	}
 	if Worst(outs) != Fail || Worst(outs[:1]) != Pass {
 		t.Errorf("Worst wrong")
 	}

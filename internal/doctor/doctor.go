@@ -309,9 +309,9 @@ func Checks(o Options, d Deps) ([]Check, error) {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("--echo: %w", err))
 		case u.Scheme != "http" && u.Scheme != "https":
-			errs = append(errs, fmt.Errorf("--echo %q: want an http:// or https:// URL", o.Echo))
+			errs = append(errs, fmt.Errorf("--echo %q: want an http:// or https:// URL", redact(o.Echo)))
 		case u.Hostname() == "":
-			errs = append(errs, fmt.Errorf("--echo %q: no host", o.Echo))
+			errs = append(errs, fmt.Errorf("--echo %q: no host", redact(o.Echo)))
 		case u.User != nil:
 			errs = append(errs, fmt.Errorf("--echo: the echo URL takes no user info"))
 		default:
@@ -416,8 +416,8 @@ func runOne(ctx context.Context, c Check, limit time.Duration) Outcome {
 		defer func() {
 			if p := recover(); p != nil {
 				done <- Result{Status: Fail, Summary: fmt.Sprintf("internal error in the %s check: %v", c.Name, p),
-					Details: strings.Split(strings.TrimSpace(string(debug.Stack())), "\n")[:1],
-					Advice:  "report this as an egret bug"}
+					Details: panicFrames(debug.Stack()),
+					Advice:  "Report this as an egret bug, with these details."}
 			}
 		}()
 		done <- c.Run(cctx)
@@ -442,6 +442,19 @@ func runOne(ctx context.Context, c Check, limit time.Duration) Outcome {
 	}
 	return Outcome{Name: c.Name, Target: c.Target, Status: r.Status, Summary: r.Summary, Details: r.Details,
 		Advice: r.Advice, Elapsed: time.Since(start)}
+}
+
+// panicFrames keeps the egret frames of a panic's stack (function and
+// file:line), at most five.
+func panicFrames(stack []byte) []string {
+	lines := strings.Split(string(stack), "\n")
+	var out []string
+	for i := 0; i+1 < len(lines) && len(out) < 5; i++ {
+		if strings.HasPrefix(lines[i], "egret.io/") && !strings.Contains(lines[i], "doctor.runOne") {
+			out = append(out, lines[i]+" "+strings.TrimSpace(lines[i+1]))
+		}
+	}
+	return out
 }
 
 // Run builds the checks for o and d and runs them. The error is a usage

@@ -307,7 +307,7 @@ func Checks(o Options, d Deps) ([]Check, error) {
 		u, err := url.Parse(o.Echo)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("--echo: %w", err))
+			errs = append(errs, fmt.Errorf("--echo %q: not a URL", redact(o.Echo)))
 		case u.Scheme != "http" && u.Scheme != "https":
 			errs = append(errs, fmt.Errorf("--echo %q: want an http:// or https:// URL", redact(o.Echo)))
 		case u.Hostname() == "":

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,12 +68,7 @@ func newWorld(t *testing.T) *world {
 	w.squid = squid.Start(t, squid.Options{
 		User: squidUser, Password: squidPass, Listen: squidAddr,
 		Hosts:   map[string]string{"partner.example.com": partnerIP},
-		Command: func(argv ...string) *exec.Cmd { return ns.Command(context.Background(), argv...) },
-		Dial: func(network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			defer cancel()
-			return ns.Dial(ctx, network, addr)
-		},
+		Namespace: ns,
 	})
 	for _, ip := range []string{paymentsIP, dbIP, partnerIP} {
 		w.waitPort(t, ip+":8080")

@@ -87,19 +87,20 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		s.finish(context.WithoutCancel(ctx), ev)
 		return
 	}
-	s.relay(ctx, ev, cc, buffered(brw.Reader), sc)
+	s.relay(ev, cc, buffered(brw.Reader), sc)
 }
 
 // relay runs the tunnel between the client and the destination in the
 // background and logs it when it ends.
-func (s *Server) relay(ctx context.Context, ev *event, client net.Conn, clientPrefix []byte, sc *Conn) {
+func (s *Server) relay(ev *event, client net.Conn, clientPrefix []byte, sc *Conn) {
 	t := relay.New(client, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	ctx = context.WithoutCancel(ctx)
+	// The tunnel outlives the request: keep nothing of its context (an
+	// idle tunnel should cost as little memory as possible).
 	t.Start(clientPrefix, sc.Prefix, func(res relay.Result) {
 		s.removeTunnel(t)
 		ev.up, ev.down = res.Up, res.Down
-		s.finish(ctx, ev)
+		s.finish(context.Background(), ev)
 	})
 }
 

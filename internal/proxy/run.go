@@ -18,6 +18,7 @@ import (
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/rss"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -152,6 +153,16 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 			}
 		}()
 	}
+	// Drop the code pages only package initialisation touched (the
+	// Kubernetes libraries of other egret commands); see package rss.
+	if n, err := rss.ReleaseCode(); err != nil {
+		log.Debug("release start-up pages", "error", err.Error())
+	} else {
+		log.Debug("released start-up pages", "bytes", n)
+	}
+	tctx, stopTrim := context.WithCancel(context.Background())
+	defer stopTrim()
+	go trimMemory(tctx)
 	ready.Store(true)
 	m.Ready.Set(1)
 	log.Info("egret proxy ready", "role", string(cfg.Role), "listen", addrs.Proxy, "admin", addrs.Admin,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,24 +30,56 @@ func init() {
 	}
 }
 
+// ParkAfter is how long a direction waits for data with its goroutine
+// before it parks: the goroutine ends and the connection is watched in
+// egret's own epoll set until data comes, so an idle tunnel costs neither a
+// buffer nor a goroutine stack. Zero disables parking. New reads it.
+var ParkAfter = 200 * time.Millisecond
+
 // Tunnel relays between A (the client side) and B (the destination side).
 // Create it with New, start it with Start; it is safe to call Close and the
 // accessors from other goroutines while it runs.
 type Tunnel struct {
 	A, B net.Conn
 
-	up, down atomic.Int64 // bytes A→B and B→A
-	last     atomic.Int64 // unix nanoseconds of the last activity
-	closed   atomic.Bool
-	pending  atomic.Int32
-	errOnce  sync.Once
-	err      error
-	started  time.Time
+	up, down  atomic.Int64 // bytes A→B and B→A
+	last      atomic.Int64 // unix nanoseconds of the last activity
+	closed    atomic.Bool
+	pending   atomic.Int32
+	errOnce   sync.Once
+	err       error
+	started   time.Time
+	done      func(Result)
+	dirs      [2]direction
+	parkAfter time.Duration
+}
+
+// Direction states.
+const (
+	running int32 = iota
+	parked
+	ended
+)
+
+// direction is one half of a tunnel: src → dst. Its state lives here, not
+// on a goroutine's stack, so a parked direction can be resumed by a new
+// goroutine.
+type direction struct {
+	t        *Tunnel
+	dst, src net.Conn
+	n        *atomic.Int64
+	prefix   []byte
+	w        waiter
+	class    int
+	full     int
+	buf      *[]byte
+	state    atomic.Int32
+	parkedFD int32 // the socket armed in the park set (valid while parked)
 }
 
 // New returns a Tunnel between a and b.
 func New(a, b net.Conn) *Tunnel {
-	t := &Tunnel{A: a, B: b, started: time.Now()}
+	t := &Tunnel{A: a, B: b, started: time.Now(), parkAfter: ParkAfter}
 	t.last.Store(t.started.UnixNano())
 	return t
 }
@@ -60,20 +93,18 @@ type Result struct {
 
 // Start begins relaying. aPrefix is sent to B and bPrefix to A before
 // anything read from the connections (bytes a handshake already consumed).
-// done is called once, from one of the relay goroutines, after both
+// done is called once, from a relay goroutine (or from Close), after both
 // directions have ended and both connections are closed.
 func (t *Tunnel) Start(aPrefix, bPrefix []byte, done func(Result)) {
+	t.done = done
 	t.pending.Store(2)
-	finish := func() {
-		if t.pending.Add(-1) == 0 {
-			t.closeBoth()
-			if done != nil {
-				done(Result{Up: t.up.Load(), Down: t.down.Load(), Duration: time.Since(t.started), Err: t.err})
-			}
-		}
+	t.dirs[0] = direction{t: t, dst: t.B, src: t.A, n: &t.up, prefix: aPrefix}
+	t.dirs[1] = direction{t: t, dst: t.A, src: t.B, n: &t.down, prefix: bPrefix}
+	for i := range t.dirs {
+		d := &t.dirs[i]
+		d.w.init(d.src)
+		go d.run()
 	}
-	go func() { t.copy(t.B, t.A, aPrefix, &t.up); finish() }()
-	go func() { t.copy(t.A, t.B, bPrefix, &t.down); finish() }()
 }
 
 // Run relays and blocks until the tunnel ends.
@@ -83,7 +114,8 @@ func (t *Tunnel) Run(aPrefix, bPrefix []byte) Result {
 	return <-ch
 }
 
-// Close ends the tunnel now; both relay goroutines return promptly.
+// Close ends the tunnel now; running directions return promptly and parked
+// ones end here.
 func (t *Tunnel) Close() { t.closeBoth() }
 
 // Bytes returns the bytes relayed so far, A→B and B→A.
@@ -93,9 +125,21 @@ func (t *Tunnel) Bytes() (up, down int64) { return t.up.Load(), t.down.Load() }
 func (t *Tunnel) LastActivity() time.Time { return time.Unix(0, t.last.Load()) }
 
 func (t *Tunnel) closeBoth() {
-	if t.closed.CompareAndSwap(false, true) {
-		t.A.Close()
-		t.B.Close()
+	if !t.closed.CompareAndSwap(false, true) {
+		return
+	}
+	t.A.Close()
+	t.B.Close()
+	// A parked direction has no goroutine to notice the close, and the
+	// kernel drops a closed descriptor from the epoll set without an event:
+	// end it here. The epoll goroutine may race us for it; the state CAS
+	// decides who owns it.
+	for i := range t.dirs {
+		d := &t.dirs[i]
+		if d.state.CompareAndSwap(parked, ended) {
+			forget(d)
+			d.finish()
+		}
 	}
 }
 
@@ -107,67 +151,99 @@ func (t *Tunnel) fail(err error) {
 	t.closeBoth()
 }
 
-// copy moves src → dst until src ends or something fails.
-func (t *Tunnel) copy(dst, src net.Conn, prefix []byte, n *atomic.Int64) {
-	if len(prefix) > 0 {
-		w, err := dst.Write(prefix)
-		n.Add(int64(w))
+// finish is called once per direction when it has ended.
+func (d *direction) finish() {
+	t := d.t
+	if t.pending.Add(-1) == 0 {
+		t.closeBoth()
+		if t.done != nil {
+			t.done(Result{Up: t.up.Load(), Down: t.down.Load(), Duration: time.Since(t.started), Err: t.err})
+		}
+	}
+}
+
+// run relays until the direction ends or parks; it is the body of the
+// direction's goroutine, started by Start or by the parker on wake-up.
+func (d *direction) run() {
+	if d.relay() {
+		return // parked, or already ended by Close: not ours any more
+	}
+	d.release()
+	if d.state.CompareAndSwap(running, ended) {
+		d.finish()
+	}
+}
+
+func (d *direction) release() {
+	if d.buf != nil {
+		pools[d.class].Put(d.buf)
+		d.buf = nil
+		held.Add(-1)
+	}
+}
+
+// relay moves src → dst. It returns true when the direction parked (the
+// goroutine must then touch nothing of d), false when it ended.
+func (d *direction) relay() bool {
+	t := d.t
+	if len(d.prefix) > 0 {
+		w, err := d.dst.Write(d.prefix)
+		d.n.Add(int64(w))
+		d.prefix = nil
 		if err != nil {
 			t.fail(err)
-			return
+			return false
 		}
 	}
-	var w waiter
-	w.init(src)
-	class, full := 0, 0
-	var buf *[]byte
-	release := func() {
-		if buf != nil {
-			pools[class].Put(buf)
-			buf = nil
-			held.Add(-1)
-		}
-	}
-	defer release()
 	for {
 		// Where the source is not pollable (a TLS connection, say) wait
 		// does nothing and the read below blocks holding its buffer.
-		if err := w.wait(release); err != nil {
+		idle, err := d.w.wait(d.release, t.parkAfter)
+		if err != nil {
 			t.fail(err)
-			return
+			return false
 		}
-		if buf == nil {
-			buf = pools[class].Get().(*[]byte)
+		if idle {
+			switch park(d) {
+			case parkedOK:
+				return true
+			case parkLost:
+				return true // Close ended the direction meanwhile
+			}
+			continue // could not park: wait with the goroutine
+		}
+		if d.buf == nil {
+			d.buf = pools[d.class].Get().(*[]byte)
 			held.Add(1)
 		}
-		r, rerr := src.Read(*buf)
+		r, rerr := d.src.Read(*d.buf)
 		if r > 0 {
 			t.last.Store(time.Now().UnixNano())
-			w, werr := dst.Write((*buf)[:r])
-			n.Add(int64(w))
+			w, werr := d.dst.Write((*d.buf)[:r])
+			d.n.Add(int64(w))
 			if werr != nil {
 				t.fail(werr)
-				return
+				return false
 			}
-			if r == len(*buf) {
-				if full++; full >= growAfter && class < len(sizes)-1 {
-					release()
-					class++
-					full = 0
+			if r == len(*d.buf) {
+				if d.full++; d.full >= growAfter && d.class < len(sizes)-1 {
+					d.release()
+					d.class++
+					d.full = 0
 				}
 			} else {
-				full = 0
+				d.full = 0
 			}
 		}
 		if rerr != nil {
 			if errors.Is(rerr, io.EOF) {
-				if !closeWrite(dst) {
+				if !closeWrite(d.dst) {
 					t.closeBoth()
 				}
-				return
+				return false
 			}
 			t.fail(rerr)
-			return
+			return false
 		}
 	}
 }
@@ -183,14 +259,19 @@ func closeWrite(c net.Conn) bool {
 // waiter waits for a connection to become readable without holding a
 // buffer, where the connection allows it.
 type waiter struct {
+	conn net.Conn
 	rc   syscall.RawConn
 	peek [1]byte
 }
 
 func (w *waiter) init(c net.Conn) {
+	w.conn = c
 	if sc, ok := c.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil && canPeek {
 			w.rc = rc
 		}
 	}
 }
+
+// isDeadline reports whether err is a read deadline expiring.
+func isDeadline(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

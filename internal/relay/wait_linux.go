@@ -3,6 +3,7 @@ package relay
 import (
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -12,25 +13,38 @@ const canPeek = true
 
 // wait blocks until the connection has data, an end of stream or an error
 // to report. If it would have to block, it calls release first, so no
-// buffer is held while the tunnel is idle. It returns the socket error the
-// peek consumed (a reset, say): the kernel reports it only once, so the read
-// that follows would see a plain end of stream instead.
-func (w *waiter) wait(release func()) error {
+// buffer is held while the tunnel is idle. When nothing arrives for
+// parkAfter (if not zero) it returns idle = true so the caller can park.
+// It returns the socket error the peek consumed (a reset, say): the kernel
+// reports it only once, so the read that follows would see a plain end of
+// stream instead.
+func (w *waiter) wait(release func(), parkAfter time.Duration) (idle bool, err error) {
 	if w.rc == nil {
-		return nil
+		return false, nil
 	}
 	var sockErr error
-	w.rc.Read(func(fd uintptr) bool {
+	armed := false
+	rerr := w.rc.Read(func(fd uintptr) bool {
 		_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&w.peek[0])), 1,
 			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 		if errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK {
 			release()
-			return false // park in the poller until readable
+			if parkAfter > 0 && !armed && parker() != nil {
+				armed = true
+				w.conn.SetReadDeadline(time.Now().Add(parkAfter))
+			}
+			return false // wait in the poller until readable (or the deadline)
 		}
 		if errno != 0 && errno != syscall.EINTR {
 			sockErr = os.NewSyscallError("recvfrom", errno)
 		}
 		return true // data or EOF: the read will tell
 	})
-	return sockErr
+	if armed {
+		w.conn.SetReadDeadline(time.Time{})
+	}
+	if rerr != nil && isDeadline(rerr) {
+		return true, nil
+	}
+	return false, sockErr
 }

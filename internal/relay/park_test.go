@@ -1,0 +1,125 @@
+//go:build linux
+
+package relay
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func isParked(tun *Tunnel) bool {
+	return tun.dirs[0].state.Load() == parked && tun.dirs[1].state.Load() == parked
+}
+
+func parkedCount() int {
+	p := parker()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.dirs)
+}
+
+func withParkAfter(t *testing.T, d time.Duration) {
+	old := ParkAfter
+	ParkAfter = d
+	t.Cleanup(func() { ParkAfter = old })
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Idle tunnels give up their goroutines and wake up when data comes.
+func TestParkedTunnelsResume(t *testing.T) {
+	withParkAfter(t, 20*time.Millisecond)
+	g0 := runtime.NumGoroutine()
+	const n = 100
+	type end struct {
+		c, s net.Conn
+		tun  *Tunnel
+	}
+	var ends []end
+	allParked := func() bool {
+		for _, e := range ends {
+			if !isParked(e.tun) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < n; i++ {
+		c, s, _, tun := tunnel(t, nil, nil)
+		ends = append(ends, end{c, s, tun})
+	}
+	waitUntil(t, "every direction to park", allParked)
+	if g := runtime.NumGoroutine(); g > g0+20 {
+		t.Errorf("%d goroutines with %d parked tunnels (started with %d): parked directions must not keep one", g, n, g0)
+	}
+	for round := 0; round < 2; round++ {
+		for _, e := range ends {
+			e.c.SetDeadline(time.Now().Add(5 * time.Second))
+			e.s.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(e.c, "ping")
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(e.s, buf); err != nil || string(buf) != "ping" {
+				t.Fatalf("round %d: server got %q, %v", round, buf, err)
+			}
+			io.WriteString(e.s, "pong")
+			if _, err := io.ReadFull(e.c, buf); err != nil || string(buf) != "pong" {
+				t.Fatalf("round %d: client got %q, %v", round, buf, err)
+			}
+		}
+		waitUntil(t, "the tunnels to park again", allParked)
+	}
+}
+
+func TestCloseEndsParkedTunnel(t *testing.T) {
+	withParkAfter(t, 10*time.Millisecond)
+	base := parkedCount()
+	c, _, res, tun := tunnel(t, nil, nil)
+	waitUntil(t, "parking", func() bool { return isParked(tun) })
+	base = parkedCount() - 2
+	tun.Close()
+	select {
+	case <-res:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing a parked tunnel did not end it")
+	}
+	if parkedCount() != base {
+		t.Errorf("park set still holds %d directions of a closed tunnel", parkedCount()-base)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("client read %v, want EOF", err)
+	}
+}
+
+func TestPeerEndsParkedTunnel(t *testing.T) {
+	withParkAfter(t, 10*time.Millisecond)
+	c, s, res, tun := tunnel(t, nil, nil)
+	waitUntil(t, "parking", func() bool { return isParked(tun) })
+	io.WriteString(s, "bye")
+	s.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(c); err != nil || string(b) != "bye" {
+		t.Fatalf("client got %q, %v; the half-close must pass through a parked tunnel", b, err)
+	}
+	c.Close()
+	select {
+	case r := <-res:
+		if r.Down != 3 {
+			t.Errorf("result %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("tunnel did not end")
+	}
+}

@@ -254,3 +254,19 @@ func (b *Breakers) Status() (list []BreakerStatus, counts [3]int) {
 	})
 	return list, counts
 }
+
+// Cancel ends a request that Allow let through without a verdict on the
+// destination (it failed for another reason): a half-open breaker lets the
+// next request be the trial.
+func (b *Breakers) Cancel(key string) {
+	v, ok := b.m.Load(key)
+	if !ok {
+		return
+	}
+	br := v.(*breaker)
+	br.mu.Lock()
+	if br.state == HalfOpen {
+		br.trial = false
+	}
+	br.mu.Unlock()
+}

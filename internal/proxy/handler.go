@@ -44,6 +44,10 @@ func (s *Server) fail(w http.ResponseWriter, ctx context.Context, ev *event, e *
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ev := &event{kind: metrics.KindConnect, client: r.RemoteAddr, method: r.Method, dest: r.Host, start: time.Now()}
+	if e := s.admitClient(ev); e != nil {
+		s.fail(w, ctx, ev, e)
+		return
+	}
 	dest, err := route.ParseDest(r.Host, 0)
 	if err != nil {
 		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "CONNECT target: " + err.Error()})
@@ -97,6 +101,7 @@ func (s *Server) relay(ctx context.Context, ev *event, client net.Conn, clientPr
 	s.addTunnel(t, ev.kind)
 	ctx = context.WithoutCancel(ctx)
 	t.Start(clientPrefix, sc.Prefix, func(res relay.Result) {
+		sc.Release()
 		s.removeTunnel(t)
 		ev.up, ev.down = res.Up, res.Down
 		s.finish(ctx, ev)

@@ -35,6 +35,15 @@ func (s *Server) poolEvents() *upstream.Events {
 		Up: func(pool string, m *upstream.Member, how string) {
 			s.log.Info("upstream member up", "pool", pool, "member", m.Name, "after", how)
 		},
+		Probed: func(pool string, m *upstream.Member, err error) {
+			if s.m != nil {
+				res := "ok"
+				if err != nil {
+					res = "error"
+				}
+				s.m.UpstreamProbes.WithLabelValues(pool, res).Inc()
+			}
+		},
 		Fallback: func(pool string, m *upstream.Member) {
 			if s.m != nil {
 				s.m.CredentialFallbacks.WithLabelValues(pool).Inc()

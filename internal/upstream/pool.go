@@ -41,6 +41,8 @@ type Events struct {
 	// Fallback is called when the previous credential was used because the
 	// current one was refused with 407.
 	Fallback func(pool string, m *Member)
+	// Probed is called after each active probe of a member.
+	Probed func(pool string, m *Member, err error)
 }
 
 // Pool is a named set of upstream proxies. It is safe for concurrent use;

@@ -74,6 +74,9 @@ func (p *Pool) ProbeOnce(ctx context.Context, pr Probe) {
 			m.h.mu.Lock()
 			m.h.probedAt, m.h.probeOK = p.now(), err == nil
 			m.h.mu.Unlock()
+			if ev := p.Events; ev != nil && ev.Probed != nil {
+				ev.Probed(p.Name, m, err)
+			}
 			if ctx.Err() != nil {
 				return
 			}

@@ -36,9 +36,9 @@ type File struct {
 	// Limits protect destinations and the proxy.
 	Limits   LimitsSpec   `json:"limits,omitempty"`
 	Resolver ResolverSpec `json:"resolver,omitempty"`
-	Timeouts TimeoutsSpec        `json:"timeouts,omitempty"`
-	Drain    DrainSpec           `json:"drain,omitempty"`
-	Log      LogSpec             `json:"log,omitempty"`
+	Timeouts TimeoutsSpec `json:"timeouts,omitempty"`
+	Drain    DrainSpec    `json:"drain,omitempty"`
+	Log      LogSpec      `json:"log,omitempty"`
 }
 
 // MatchSpec lists what a rule matches. Hosts are exact names (or IPs);
@@ -63,12 +63,11 @@ type RouteSpec struct {
 	Report bool `json:"report,omitempty"`
 }
 
-
 // ResolverSpec configures name resolution for routing and direct dials.
 type ResolverSpec struct {
-	Servers     []string            `json:"servers,omitempty"`    // "ip:port" DNS servers instead of the system's
-	Hosts       map[string][]string `json:"hosts,omitempty"`      // static answers: name → addresses
-	HostsFile   string              `json:"hosts_file,omitempty"` // hosts(5) file with static answers
+	Servers     []string            `json:"servers,omitempty"`      // "ip:port" DNS servers instead of the system's
+	Hosts       map[string][]string `json:"hosts,omitempty"`        // static answers: name → addresses
+	HostsFile   string              `json:"hosts_file,omitempty"`   // hosts(5) file with static answers
 	TTL         string              `json:"ttl,omitempty"`          // for answers without a TTL (system resolver)
 	NegativeTTL string              `json:"negative_ttl,omitempty"` // at most this long for a failure
 	MinTTL      string              `json:"min_ttl,omitempty"`      // answers are kept at least this long

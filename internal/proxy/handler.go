@@ -84,14 +84,19 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	cc.SetDeadline(time.Time{})
 	ev.status = http.StatusOK
+	// Register the tunnel before the client can see the 200, so a drain
+	// that starts right after counts it.
+	t := relay.New(cc, sc.Conn)
+	s.addTunnel(t, ev.kind)
 	if _, err := io.WriteString(cc, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		s.removeTunnel(t)
 		cc.Close()
 		sc.Close()
 		ev.status = 0
 		s.finish(context.WithoutCancel(ctx), ev)
 		return
 	}
-	s.relay(ctx, ev, cc, buffered(brw.Reader), sc)
+	s.start(ctx, ev, t, buffered(brw.Reader), sc)
 }
 
 // relay runs the tunnel between the client and the destination in the
@@ -99,6 +104,12 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 func (s *Server) relay(ctx context.Context, ev *event, client net.Conn, clientPrefix []byte, sc *Conn) {
 	t := relay.New(client, sc.Conn)
 	s.addTunnel(t, ev.kind)
+	s.start(ctx, ev, t, clientPrefix, sc)
+}
+
+// start starts a registered tunnel; when it ends it is unregistered, its
+// limits are released and it is logged.
+func (s *Server) start(ctx context.Context, ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn) {
 	ctx = context.WithoutCancel(ctx)
 	t.Start(clientPrefix, sc.Prefix, func(res relay.Result) {
 		sc.Release()

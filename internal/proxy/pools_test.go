@@ -256,7 +256,9 @@ func TestCredentialRotationKubelet(t *testing.T) {
 
 	// Rotation: the Secret gets pw-two before Squid accepts it.
 	vol.Update(t, map[string]string{"username": squidUser, "password": "pw-two"})
-	waitFor(t, func() bool { return strings.Contains(e.Log.String(), "upstream credentials reloaded") && strings.Count(e.Log.String(), "upstream credentials reloaded") >= 2 })
+	waitFor(t, func() bool {
+		return strings.Contains(e.Log.String(), "upstream credentials reloaded") && strings.Count(e.Log.String(), "upstream credentials reloaded") >= 2
+	})
 	for i := 0; i < 5; i++ {
 		for _, tunnel := range []bool{false, true} {
 			if code := get(tunnel); code != "200" {
@@ -351,4 +353,3 @@ func grep(s, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
-

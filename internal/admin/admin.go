@@ -64,7 +64,7 @@ type MemberStatus struct {
 	Weight    int       `json:"weight,omitempty"`
 	Active    int64     `json:"active"`
 	Fails     int       `json:"consecutive_failures"`
-	RetryIn   string    `json:"retry_in,omitempty"`
+	RetryIn   string    `json:"retry_in,omitempty"` // back-off left, or "next request"
 	LastError string    `json:"last_error,omitempty"`
 	Since     time.Time `json:"since,omitzero"`
 	Probe     string    `json:"probe,omitempty"` // "ok", "failed" or "" (never probed)
@@ -220,7 +220,7 @@ th{background:#f4f4f4}.ok{color:#070}.bad{color:#b00}.warn{color:#a60}code{font-
 {{range .Pools}}<h3 id="pool-{{.Name}}">{{.Name}} <span class="muted">— {{.Policy}}, {{.Healthy}} of {{len .Members}} healthy{{if .Probe}}, probe {{.Probe}}{{end}}{{if .File}}, members from {{.File}}{{end}}</span></h3>
 <table class="pool" data-pool="{{.Name}}"><tr><th>member</th><th>health</th><th>role</th><th>in flight</th><th>failures</th><th>last error</th><th>probe</th></tr>
 {{range .Members}}<tr class="member" data-member="{{.Name}}" data-healthy="{{.Healthy}}"><td><code>{{.Name}}</code>{{if .Rotating}} <span class="warn">(new credential not yet confirmed)</span>{{end}}</td>
-<td>{{if .Healthy}}<span class="ok">up</span>{{else}}<span class="bad">down</span>{{if .RetryIn}} (retry in {{.RetryIn}}){{end}}{{end}}</td>
+<td>{{if .Healthy}}<span class="ok">up</span>{{else}}<span class="bad">down</span>{{if .RetryIn}} (retry: {{.RetryIn}}){{end}}{{end}}</td>
 <td>{{if .Backup}}backup{{else}}primary{{end}}{{if gt .Weight 1}}, weight {{.Weight}}{{end}}</td>
 <td class="num">{{.Active}}</td><td class="num">{{.Fails}}</td><td>{{.LastError}}</td><td>{{.Probe}}</td></tr>{{end}}
 </table>{{else}}<p id="no-pools">No upstream pool: everything not denied goes direct.</p>{{end}}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -83,7 +84,10 @@ func (in *insights) record(ev *event, now time.Time) {
 		st.Errors++
 		r := &in.recent[in.next]
 		*r = Recent{Time: now, Kind: ev.kind, Client: ev.client, Dest: ev.dest, Status: ev.status,
-			Error: string(ev.err.Type), Detail: ev.err.Error(), Denied: ev.status == 403}
+			Error: string(ev.err.Type), Detail: ev.err.Detail, Denied: ev.status == 403}
+		if ev.err.Upstream != "" && !strings.Contains(r.Detail, ev.err.Upstream) {
+			r.Detail = "via " + ev.err.Upstream + ": " + r.Detail
+		}
 		in.next = (in.next + 1) % recentSize
 		in.n = min(in.n+1, recentSize)
 	}

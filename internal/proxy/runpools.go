@@ -141,7 +141,7 @@ func (s *Server) liveMetrics() metrics.Live {
 		now := time.Now()
 		for name, p := range s.State().Pools {
 			for _, m := range p.Current() {
-				out = append(out, metrics.MemberSample{Pool: name, Member: m.Name, Healthy: m.Healthy(now)})
+				out = append(out, metrics.MemberSample{Pool: name, Member: m.Name, Healthy: m.State(now).Healthy})
 			}
 		}
 		return out
@@ -175,10 +175,13 @@ func (s *Server) fillStatus(out *admin.Status, cfg *config.Proxy) {
 			ms := m.State(now)
 			mst := admin.MemberStatus{Name: ms.Name, Healthy: ms.Healthy, Backup: ms.Backup, Weight: ms.Weight, Active: ms.Active,
 				Fails: ms.Fails, LastError: ms.LastError, Since: ms.Since, Rotating: ms.Rotating}
-			if !ms.Healthy {
-				mst.RetryIn = ms.DownFor.Round(time.Millisecond).String()
-			} else {
+			switch {
+			case ms.Healthy:
 				ps.Healthy++
+			case ms.Down:
+				mst.RetryIn = ms.DownFor.Round(time.Millisecond).String()
+			default:
+				mst.RetryIn = "next request"
 			}
 			if !ms.ProbedAt.IsZero() {
 				mst.Probe = "failed"

@@ -48,7 +48,8 @@ type health struct {
 	probeOK    bool
 }
 
-// Healthy reports whether the member may be used at now.
+// Healthy reports whether the member may be used at now: it is not in a
+// back-off (it may still have failed last; see State).
 func (m *Member) Healthy(now time.Time) bool { return now.UnixNano() >= m.h.downUntil.Load() }
 
 // MarkDown records a failure caused by the member: it is left out of pools
@@ -81,10 +82,14 @@ func (m *Member) MarkUp(now time.Time) bool {
 
 // MemberState is a snapshot of a member for status pages and metrics.
 type MemberState struct {
-	Name      string
-	Backup    bool
-	Weight    int
+	Name   string
+	Backup bool
+	Weight int
+	// Healthy is set when the member's last attempt succeeded (or it has
+	// not failed yet). A member that is not healthy is Down while its
+	// back-off runs, and is tried again (Retrying) after it.
 	Healthy   bool
+	Down      bool
 	Fails     int           // consecutive failures
 	DownFor   time.Duration // remaining back-off when down
 	LastError string        // why it last went down ("" if never)
@@ -97,9 +102,10 @@ type MemberState struct {
 
 // State returns a snapshot of m's health.
 func (m *Member) State(now time.Time) MemberState {
-	st := MemberState{Name: m.Name, Backup: m.Backup, Weight: m.Weight, Healthy: m.Healthy(now),
+	st := MemberState{Name: m.Name, Backup: m.Backup, Weight: m.Weight, Down: !m.Healthy(now),
 		Fails: int(m.h.fails.Load()), Active: m.active.Load()}
-	if !st.Healthy {
+	st.Healthy = !st.Down && st.Fails == 0
+	if st.Down {
 		st.DownFor = time.Duration(m.h.downUntil.Load() - now.UnixNano())
 	}
 	m.h.mu.Lock()

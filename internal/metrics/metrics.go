@@ -3,6 +3,7 @@ package metrics
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,7 +73,8 @@ type Metrics struct {
 	// exported only when a maximum is set.
 	TunnelsLimit prometheus.Gauge
 
-	live *liveCollector
+	live       *liveCollector
+	collectors []prometheus.Collector
 	// Errors counts errors egret answered with, by Proxy-Status error type.
 	Errors *prometheus.CounterVec
 	// DNSLookups counts name lookups made for routing and dialing by result
@@ -187,11 +189,13 @@ func New(version string) *Metrics {
 		breakers: prometheus.NewDesc("egret_breakers",
 			"Per-destination circuit breakers that are not closed, by state (open, half_open).", []string{"state"}, nil),
 	}
-	r.MustRegister(m.Requests, m.Duration, m.TunnelsOpen, m.Bytes, m.UpstreamConnect,
+	m.collectors = []prometheus.Collector{m.Requests, m.Duration, m.TunnelsOpen, m.Bytes, m.UpstreamConnect,
 		m.UpstreamErrors, m.UpstreamResponses, m.UpstreamAttempts, m.UpstreamMemberDown, m.UpstreamProbes,
 		m.CredentialFallbacks, m.BreakerTransitions, m.LimitRejections, m.PolicyDenials, m.WouldDeny, m.live,
 		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, info,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	r.MustRegister(m.collectors...)
+	m.collectors = append(m.collectors, m.TunnelsLimit) // registered by SetTunnelsLimit
 	return m
 }
 
@@ -290,4 +294,27 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.breakers, prometheus.GaugeValue, float64(open), "open")
 		ch <- prometheus.MustNewConstMetric(c.breakers, prometheus.GaugeValue, float64(half), "half_open")
 	}
+}
+
+// Names returns the names of every metric in the catalog (egret's own and
+// the Go and process collectors').
+func (m *Metrics) Names() []string {
+	ch := make(chan *prometheus.Desc, 64)
+	done := make(chan []string)
+	go func() {
+		var out []string
+		for d := range ch {
+			s := d.String()
+			if i := strings.Index(s, `fqName: "`); i >= 0 {
+				rest := s[i+len(`fqName: "`):]
+				out = append(out, rest[:strings.IndexByte(rest, '"')])
+			}
+		}
+		done <- out
+	}()
+	for _, c := range m.collectors {
+		c.Describe(ch)
+	}
+	close(ch)
+	return <-done
 }

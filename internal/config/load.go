@@ -656,7 +656,8 @@ func (l *loader) resolver(s ResolverSpec) (resolve.Config, error) {
 		v   string
 		out *time.Duration
 		n   string
-	}{{s.TTL, &c.TTL, "resolver ttl"}, {s.NegativeTTL, &c.NegativeTTL, "resolver negative_ttl"}} {
+	}{{s.TTL, &c.TTL, "resolver ttl"}, {s.NegativeTTL, &c.NegativeTTL, "resolver negative_ttl"},
+		{s.MinTTL, &c.MinTTL, "resolver min_ttl"}, {s.MaxTTL, &c.MaxTTL, "resolver max_ttl"}} {
 		if d.v == "" {
 			continue
 		}
@@ -666,6 +667,15 @@ func (l *loader) resolver(s ResolverSpec) (resolve.Config, error) {
 			continue
 		}
 		*d.out = dur
+	}
+	if v := strings.TrimSpace(s.StaleTTL); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("resolver stale_ttl: %q is not a duration", v))
+		} else if d == 0 {
+			c.StaleTTL = -1 // never serve stale answers
+		} else {
+			c.StaleTTL = d
+		}
 	}
 	return c, errors.Join(errs...)
 }

@@ -277,7 +277,6 @@ func soaTTL(m *dnsmessage.Message) time.Duration {
 	return 0
 }
 
-
 // exchange sends q to srv over UDP and, when the answer is truncated, over
 // TCP, and returns the matching response.
 func (c *dnsClient) exchange(ctx context.Context, srv string, q dnsmessage.Question) (*dnsmessage.Message, error) {

@@ -23,6 +23,7 @@ type insights struct {
 const (
 	topSize    = 256
 	recentSize = 50
+	maxDestLen = 260
 )
 
 type destStat struct {
@@ -53,15 +54,19 @@ type Recent struct {
 }
 
 func (in *insights) record(ev *event, now time.Time) {
-	if ev.dest == "" {
+	dest := ev.dest
+	if dest == "" {
 		return
+	}
+	if len(dest) > maxDestLen {
+		dest = dest[:maxDestLen] // a malformed target cannot grow the table
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.top == nil {
 		in.top = make(map[string]*destStat, topSize)
 	}
-	st := in.top[ev.dest]
+	st := in.top[dest]
 	if st == nil {
 		if len(in.top) >= topSize {
 			var minK string
@@ -76,14 +81,14 @@ func (in *insights) record(ev *event, now time.Time) {
 		} else {
 			st = &destStat{}
 		}
-		in.top[ev.dest] = st
+		in.top[dest] = st
 	}
 	st.Bytes += ev.up + ev.down
 	st.Requests++
 	if ev.err != nil {
 		st.Errors++
 		r := &in.recent[in.next]
-		*r = Recent{Time: now, Kind: ev.kind, Client: ev.client, Dest: ev.dest, Status: ev.status,
+		*r = Recent{Time: now, Kind: ev.kind, Client: ev.client, Dest: dest, Status: ev.status,
 			Error: string(ev.err.Type), Detail: ev.err.Detail, Denied: ev.status == 403}
 		if ev.err.Upstream != "" && !strings.Contains(r.Detail, ev.err.Upstream) {
 			r.Detail = "via " + ev.err.Upstream + ": " + r.Detail

@@ -5,6 +5,7 @@ package squid
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -28,6 +29,18 @@ type Options struct {
 	Listen string
 	// Extra is appended to squid.conf.
 	Extra string
+	// Namespace, when set (a *netns.NS), runs Squid inside that network
+	// namespace; Listen is then an address there ("" means 127.0.0.1 with a
+	// port free there).
+	Namespace Namespace
+}
+
+// Namespace is where Squid runs when not in the test's own network
+// namespace: a *netns.NS.
+type Namespace interface {
+	Command(ctx context.Context, argv ...string) *exec.Cmd
+	Listen(network, addr string) (net.Listener, error)
+	Dial(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Squid is a running Squid.
@@ -59,7 +72,7 @@ func Start(t testing.TB, o Options) *Squid {
 	os.Chmod(dir, 0o777)
 	listen := o.Listen
 	if listen == "" {
-		listen = "127.0.0.1:" + freePort(t)
+		listen = "127.0.0.1:" + freePort(t, o.Namespace)
 	}
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "http_port %s\n", listen)
@@ -111,6 +124,15 @@ forwarded_for on
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-N", "-f", confPath)
+	dial := func() (net.Conn, error) { return net.DialTimeout("tcp", listen, 200*time.Millisecond) }
+	if o.Namespace != nil {
+		cmd = o.Namespace.Command(context.Background(), bin, "-N", "-f", confPath)
+		dial = func() (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			return o.Namespace.Dial(ctx, "tcp", listen)
+		}
+	}
 	logf, _ := os.Create(filepath.Join(dir, "squid.out"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -129,7 +151,7 @@ forwarded_for on
 	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", listen, 200*time.Millisecond)
+		c, err := dial()
 		if err == nil {
 			c.Close()
 			break
@@ -186,8 +208,12 @@ func (s *Squid) WaitLog(t testing.TB, substr string) string {
 	return ""
 }
 
-func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(t testing.TB, ns Namespace) string {
+	listen := net.Listen
+	if ns != nil {
+		listen = ns.Listen
+	}
+	ln, err := listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func startProxy(t testing.TB, pc proxyConf) *testProxy {
 }
 
 // startProxyWith is startProxy with a hook that edits the Options.
-func startProxyWith(t *testing.T, pc proxyConf, edit func(*Options)) *testProxy {
+func startProxyWith(t testing.TB, pc proxyConf, edit func(*Options)) *testProxy {
 	t.Helper()
 	if pc.def == 0 {
 		pc.def = route.Direct

@@ -30,6 +30,10 @@ type Sources struct {
 	Flags map[string]string
 	// ReadFile reads files (the config and hosts files); nil means os.ReadFile.
 	ReadFile func(string) ([]byte, error)
+	// DefaultCredentialsDir replaces credentials.DefaultDir, which is used
+	// when it holds a username file and no directory is configured; "-"
+	// turns the default off (tests).
+	DefaultCredentialsDir string
 }
 
 // Load reads, merges and validates the configuration.
@@ -153,7 +157,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			bad(errors.New("pools: a pool needs a name"))
 			continue
 		}
-		ms, err := parseMembers(ps.Members, "pools."+name)
+		ms, err := memberSpecs(ps.Members, "pools."+name)
 		if err != nil {
 			bad(err)
 		}
@@ -166,6 +170,11 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	}
 	user, hasUser := l.src.Env("PROXY_USER")
 	pass, hasPass := l.src.Env("PROXY_PASS")
+	l.credentials(f, p, bad)
+	if p.Credentials.Dir != "" {
+		// The mounted Secret is the pools' shared, rotating credential.
+		hasUser, hasPass = false, false
+	}
 	for name, ms := range p.Pools {
 		kept := ms[:0]
 		for _, m := range ms {
@@ -184,6 +193,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		}
 		p.Pools[name] = kept
 	}
+	l.poolOptions(f, p, bad)
 
 	// Routes: explicit, deny, direct, NO_PROXY.
 	for i, rs := range f.Routes {
@@ -201,13 +211,18 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			bad(fmt.Errorf("%s: %w", src, err))
 			continue
 		}
-		p.Rules = append(p.Rules, route.Rule{Match: m, Action: act, Pool: pool, Source: src})
+		if rs.Report && act != route.Deny {
+			bad(fmt.Errorf("%s: report applies to deny rules only", src))
+			continue
+		}
+		p.Rules = append(p.Rules, route.Rule{Match: m, Action: act, Pool: pool, Source: src, Report: rs.Report})
 	}
 	for _, sh := range []struct {
 		action route.Action
 		spec   MatchSpec
 		prefix string
-	}{{route.Deny, f.Deny, "DENY"}, {route.Direct, f.Direct, "DIRECT"}} {
+		report bool
+	}{{route.Deny, f.Deny, "DENY", false}, {route.Deny, f.DenyReport, "DENY_REPORT", true}, {route.Direct, f.Direct, "DIRECT", false}} {
 		spec, src := sh.spec, "config "+strings.ToLower(sh.prefix)
 		var from []string
 		for _, kind := range []struct {
@@ -230,7 +245,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			bad(fmt.Errorf("%s: %w", src, err))
 			continue
 		}
-		p.Rules = append(p.Rules, route.Rule{Match: m, Action: sh.action, Source: src})
+		p.Rules = append(p.Rules, route.Rule{Match: m, Action: sh.action, Source: src, Report: sh.report})
 	}
 	rules, err := l.noProxyRules()
 	if err != nil {
@@ -272,7 +287,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		}
 	}
 	for name, who := range need {
-		if len(p.Pools[name]) == 0 {
+		if len(p.Pools[name]) == 0 && p.PoolOptions[name].MembersFile == "" {
 			hint := ""
 			if name == DefaultPool {
 				hint = " (set UPSTREAM_PROXY, PROXY_HOST or HTTPS_PROXY, or pools.default.members)"
@@ -286,6 +301,8 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	if err != nil {
 		bad(err)
 	}
+	l.gateway(f, p, bad)
+	l.limits(f, p, bad)
 
 	// Timeouts, drain, logging.
 	durs := []struct {
@@ -447,7 +464,7 @@ func parseMembers(raws []string, where string) ([]*upstream.Member, error) {
 		if r == "" {
 			continue
 		}
-		m, err := upstream.ParseMember(r)
+		m, err := upstream.ParseMemberSpec(r)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
@@ -463,12 +480,12 @@ func parseMembers(raws []string, where string) ([]*upstream.Member, error) {
 // It returns nil when none is set.
 func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
 	if v, ok := l.src.Flags["UPSTREAM_PROXY"]; ok {
-		for _, r := range splitList(v) {
+		for _, r := range strings.Split(v, ",") {
 			if strings.Contains(r, "@") {
 				return nil, fmt.Errorf("--upstream %s: credentials on the command line are visible to every process (ps, /proc); set UPSTREAM_PROXY or PROXY_USER/PROXY_PASS in the environment instead", upstream.Redact(r))
 			}
 		}
-		return parseMembers(splitList(v), "--upstream")
+		return parseMembers(strings.Split(v, ","), "--upstream")
 	}
 	if v := l.env("UPSTREAM_PROXY"); strings.TrimSpace(v) != "" {
 		return parseMembers(strings.Split(v, ","), "UPSTREAM_PROXY")
@@ -639,7 +656,8 @@ func (l *loader) resolver(s ResolverSpec) (resolve.Config, error) {
 		v   string
 		out *time.Duration
 		n   string
-	}{{s.TTL, &c.TTL, "resolver ttl"}, {s.NegativeTTL, &c.NegativeTTL, "resolver negative_ttl"}} {
+	}{{s.TTL, &c.TTL, "resolver ttl"}, {s.NegativeTTL, &c.NegativeTTL, "resolver negative_ttl"},
+		{s.MinTTL, &c.MinTTL, "resolver min_ttl"}, {s.MaxTTL, &c.MaxTTL, "resolver max_ttl"}} {
 		if d.v == "" {
 			continue
 		}
@@ -649,6 +667,15 @@ func (l *loader) resolver(s ResolverSpec) (resolve.Config, error) {
 			continue
 		}
 		*d.out = dur
+	}
+	if v := strings.TrimSpace(s.StaleTTL); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("resolver stale_ttl: %q is not a duration", v))
+		} else if d == 0 {
+			c.StaleTTL = -1 // never serve stale answers
+		} else {
+			c.StaleTTL = d
+		}
 	}
 	return c, errors.Join(errs...)
 }

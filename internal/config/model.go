@@ -1,8 +1,12 @@
 package config
 
 import (
+	"crypto/x509"
 	"log/slog"
+	"net/netip"
 	"time"
+
+	"egret.io/egret/internal/limit"
 
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
@@ -47,8 +51,17 @@ type Proxy struct {
 	Rules       []route.Rule
 	Default     route.Action
 	DefaultPool string // pool of the default route when it is Upstream
-	// Pools maps a pool name to its members.
+	// Pools maps a pool name to its members (from the config, the
+	// environment and, at load time, its member file).
 	Pools map[string][]*upstream.Member
+	// PoolOptions holds each pool's settings; every pool has an entry.
+	PoolOptions map[string]PoolOptions
+	// Credentials is the mounted Secret for members without their own.
+	Credentials Credentials
+	// Gateway is the client allow-list and the SSRF guard.
+	Gateway Gateway
+	// Limits protect destinations and the proxy.
+	Limits Limits
 
 	Resolver resolve.Config
 	Timeouts Timeouts
@@ -68,4 +81,45 @@ type Proxy struct {
 // Timeouts mirror proxy.Timeouts; a negative value disables one.
 type Timeouts struct {
 	Dial, UpstreamConnect, HeaderRead, ClientIdle, TunnelIdle, ResponseHeader time.Duration
+}
+
+// PoolOptions are a pool's settings besides its members.
+type PoolOptions struct {
+	Policy  upstream.Policy
+	Backoff upstream.Backoff
+	Probe   upstream.Probe // Target "" = no probes
+	// MembersFile is re-read on change; its members join Static.
+	MembersFile string
+	// Static are the members from the config file and the environment.
+	Static []*upstream.Member
+	// RootCAs verifies https:// members (nil = system roots); ServerName
+	// overrides the name verified.
+	RootCAs    *x509.CertPool
+	CAFile     string
+	ServerName string
+}
+
+// Credentials locates the upstream credential files.
+type Credentials struct {
+	Dir           string // "" = none
+	CheckInterval time.Duration
+	// Required is set when the directory was configured explicitly (not
+	// the default one found present): failing to read it is an error.
+	Required bool
+}
+
+// Gateway is the hardening of a shared proxy.
+type Gateway struct {
+	ClientCIDRs []netip.Prefix
+	SSRFGuard   bool
+	AllowCIDRs  []netip.Prefix
+}
+
+// Limits protect destinations and the proxy; zero values mean none.
+type Limits struct {
+	MaxTunnels          int
+	ClientMaxConcurrent int
+	PerDestination      limit.Limit
+	Destinations        []limit.Rule
+	Breaker             limit.BreakerConfig // Failures 0 = no breaker
 }

@@ -21,13 +21,24 @@ type File struct {
 	// tried after Routes (deny first).
 	Deny   MatchSpec `json:"deny,omitempty"`
 	Direct MatchSpec `json:"direct,omitempty"`
+	// DenyReport is a report-only deny shorthand (dry run), tried right
+	// after Deny: matches are logged as would_deny and routed on.
+	DenyReport MatchSpec `json:"deny_report,omitempty"`
 	// Pools are named upstream pools; "default" is the one routes use when
 	// they name none, and the one UPSTREAM_PROXY and friends fill.
-	Pools    map[string]PoolSpec `json:"pools,omitempty"`
-	Resolver ResolverSpec        `json:"resolver,omitempty"`
-	Timeouts TimeoutsSpec        `json:"timeouts,omitempty"`
-	Drain    DrainSpec           `json:"drain,omitempty"`
-	Log      LogSpec             `json:"log,omitempty"`
+	Pools map[string]PoolSpec `json:"pools,omitempty"`
+	// Credentials is the mounted Secret with the upstream user name and
+	// password for members without their own.
+	Credentials CredentialsSpec `json:"credentials,omitempty"`
+	// Gateway is the hardening of a shared proxy: who may use it, and
+	// which addresses it refuses to connect to.
+	Gateway GatewaySpec `json:"gateway,omitempty"`
+	// Limits protect destinations and the proxy.
+	Limits   LimitsSpec   `json:"limits,omitempty"`
+	Resolver ResolverSpec `json:"resolver,omitempty"`
+	Timeouts TimeoutsSpec `json:"timeouts,omitempty"`
+	Drain    DrainSpec    `json:"drain,omitempty"`
+	Log      LogSpec      `json:"log,omitempty"`
 }
 
 // MatchSpec lists what a rule matches. Hosts are exact names (or IPs);
@@ -47,23 +58,21 @@ type RouteSpec struct {
 	MatchSpec
 	// Action is direct, upstream, upstream:<pool> or deny.
 	Action string `json:"action"`
-}
-
-// PoolSpec is an upstream pool.
-type PoolSpec struct {
-	// Members are proxy URLs: http://[user:pass@]host:port, https://...,
-	// socks5://... Prefer credentials from the environment or a mounted
-	// Secret over writing them here.
-	Members []string `json:"members,omitempty"`
+	// Report makes a deny rule report-only: it logs would_deny and the
+	// request is routed by the following rules.
+	Report bool `json:"report,omitempty"`
 }
 
 // ResolverSpec configures name resolution for routing and direct dials.
 type ResolverSpec struct {
-	Servers     []string            `json:"servers,omitempty"`    // "ip:port" DNS servers instead of the system's
-	Hosts       map[string][]string `json:"hosts,omitempty"`      // static answers: name → addresses
-	HostsFile   string              `json:"hosts_file,omitempty"` // hosts(5) file with static answers
-	TTL         string              `json:"ttl,omitempty"`
-	NegativeTTL string              `json:"negative_ttl,omitempty"`
+	Servers     []string            `json:"servers,omitempty"`      // "ip:port" DNS servers instead of the system's
+	Hosts       map[string][]string `json:"hosts,omitempty"`        // static answers: name → addresses
+	HostsFile   string              `json:"hosts_file,omitempty"`   // hosts(5) file with static answers
+	TTL         string              `json:"ttl,omitempty"`          // for answers without a TTL (system resolver)
+	NegativeTTL string              `json:"negative_ttl,omitempty"` // at most this long for a failure
+	MinTTL      string              `json:"min_ttl,omitempty"`      // answers are kept at least this long
+	MaxTTL      string              `json:"max_ttl,omitempty"`      // and at most this long
+	StaleTTL    string              `json:"stale_ttl,omitempty"`    // an expired answer serves this long when a refresh fails ("0" = never)
 }
 
 // TimeoutsSpec bounds each stage; "0" disables one, empty takes the default.

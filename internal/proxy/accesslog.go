@@ -30,6 +30,7 @@ const (
 	logDown      = "bytes_down"  // destination → client
 	logConnectMS = "connect_ms"  // time to establish (dial + CONNECT answer)
 	logDuration  = "duration_ms" // whole request or tunnel
+	logWouldDeny = "would_deny"  // the report-only deny rule that would have denied it
 )
 
 // event accumulates what one request or tunnel did, for its log line and
@@ -48,11 +49,15 @@ type event struct {
 	up, down int64
 	start    time.Time
 	connect  time.Duration
+	release  releases // limit slots held until the request or tunnel ends
 }
 
 func (s *Server) finish(ctx context.Context, ev *event) {
-	dur := time.Since(ev.start)
+	ev.release.run()
+	now := time.Now()
+	dur := now.Sub(ev.start)
 	ev.up = atomic.LoadInt64(&ev.up)
+	s.insights.record(ev, now)
 	action, reason, pool := "none", "none", ""
 	if ev.decided {
 		action, reason = ev.dec.Action.String(), ev.dec.Reason.String()
@@ -70,6 +75,12 @@ func (s *Server) finish(ctx context.Context, ev *event) {
 		}
 		if ev.err != nil {
 			m.Errors.WithLabelValues(string(ev.err.Type)).Inc()
+			if ev.decided && ev.dec.Action == route.Deny && ev.err.Type == proxystatus.HTTPRequestDenied {
+				m.PolicyDenials.WithLabelValues("route").Inc()
+			}
+		}
+		if ev.dec.WouldDeny != "" {
+			m.WouldDeny.Inc()
 		}
 	}
 	if !s.alog.Enabled(ctx, slog.LevelInfo) {
@@ -90,6 +101,9 @@ func (s *Server) finish(ctx context.Context, ev *event) {
 	attrs = append(attrs, slog.String(logAction, action), slog.String(logReason, reason))
 	if ev.decided {
 		attrs = append(attrs, slog.String(logDetail, ev.dec.Detail()))
+		if ev.dec.WouldDeny != "" {
+			attrs = append(attrs, slog.String(logWouldDeny, ev.dec.WouldDeny))
+		}
 	}
 	if pool != "" {
 		attrs = append(attrs, slog.String(logPool, pool))

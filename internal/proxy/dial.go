@@ -23,6 +23,19 @@ type Conn struct {
 	Member *upstream.Member
 	// Connect is how long establishing took.
 	Connect time.Duration
+
+	release releases // limit slots and the member's connection count
+}
+
+// Release gives back what the connection holds against limits (and its
+// member's connection count). It is called by Close and when a relayed
+// tunnel ends; calling it again does nothing.
+func (c *Conn) Release() { c.release.run() }
+
+// Close closes the connection and releases it.
+func (c *Conn) Close() error {
+	c.Release()
+	return c.Conn.Close()
 }
 
 // Route decides where dest goes under the current state.
@@ -36,32 +49,52 @@ func (s *Server) Route(ctx context.Context, st *State, dest route.Dest) route.De
 // error; an unreachable pool never falls back to direct.
 func (s *Server) Dial(ctx context.Context, st *State, dest route.Dest, dec route.Decision) (*Conn, error) {
 	start := time.Now()
-	switch dec.Action {
-	case route.Direct:
+	if dec.Action != route.Direct && dec.Action != route.Upstream {
+		return nil, denied(dest, dec)
+	}
+	var rel releases
+	breaker, err := s.admitDest(dest, true, &rel)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.dial(ctx, st, dest, dec, &rel)
+	if breaker {
+		s.reportDest(dest, err)
+	}
+	if err != nil {
+		rel.run()
+		return nil, err
+	}
+	c.release = rel
+	c.Connect = time.Since(start)
+	return c, nil
+}
+
+func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route.Decision, rel *releases) (*Conn, error) {
+	if dec.Action == route.Direct {
 		c, err := s.dialDirect(ctx, dest, dec.Addrs)
 		if err != nil {
 			return nil, err
 		}
-		return &Conn{Conn: c, Connect: time.Since(start)}, nil
-	case route.Upstream:
-		p := st.pool(dec.Pool)
-		if p == nil {
-			return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", dec.Pool)}
-		}
-		t, err := p.DialTunnel(ctx, dest.String())
-		if s.m != nil {
-			if err == nil {
-				s.m.UpstreamConnect.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
-			}
-		}
-		if err != nil {
-			s.countUpstreamErr(p.Name, err)
-			return nil, err
-		}
-		return &Conn{Conn: t.Conn, Prefix: t.Prefix, Member: t.Member, Connect: time.Since(start)}, nil
-	default:
-		return nil, denied(dest, dec)
+		return &Conn{Conn: c}, nil
 	}
+	p := st.pool(dec.Pool)
+	if p == nil {
+		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", dec.Pool)}
+	}
+	start := time.Now()
+	t, err := p.DialTunnel(ctx, dest.String())
+	if err != nil {
+		if pe := proxystatus.From(err); pe.Type == proxystatus.PoolUnavailable {
+			s.countUpstreamErr(p.Name, err)
+		}
+		return nil, err
+	}
+	if s.m != nil {
+		s.m.UpstreamConnect.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
+	}
+	rel.add(t.Member.Acquire())
+	return &Conn{Conn: t.Conn, Prefix: t.Prefix, Member: t.Member}, nil
 }
 
 func denied(dest route.Dest, dec route.Decision) *proxystatus.Error {
@@ -95,6 +128,22 @@ func (s *Server) dialDirect(ctx context.Context, dest route.Dest, addrs []netip.
 		}
 	}
 	port := strconv.Itoa(int(dest.Port))
+	if s.opts.Protection.Guard != nil {
+		allowed := make([]netip.Addr, 0, len(addrs))
+		var prohibited *proxystatus.Error
+		for _, a := range addrs {
+			if e := s.guard(dest, a); e != nil {
+				prohibited = e
+				continue
+			}
+			allowed = append(allowed, a)
+		}
+		if len(allowed) == 0 {
+			s.countPolicy("destination_ip")
+			return nil, prohibited
+		}
+		addrs = allowed
+	}
 	var last error
 	for i, a := range addrs {
 		actx := ctx

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
@@ -29,7 +30,9 @@ type fwdState struct {
 	ev     *event
 	st     *State
 	dest   route.Dest
+	pool   *upstream.Pool
 	member *upstream.Member
+	cred   *credentials.Credential
 }
 
 func stateOf(ctx context.Context) *fwdState {
@@ -40,6 +43,10 @@ func stateOf(ctx context.Context) *fwdState {
 func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ev := &event{kind: metrics.KindHTTP, client: r.RemoteAddr, method: r.Method, dest: r.URL.Host, start: time.Now()}
+	if e := s.admitClient(ev); e != nil {
+		s.fail(w, ctx, ev, e)
+		return
+	}
 	scheme := strings.ToLower(r.URL.Scheme)
 	var defPort uint16
 	switch scheme {
@@ -68,6 +75,11 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ctx, ev, denied(dest, ev.dec))
 		return
 	}
+	breaker, err := s.admitDest(dest, false, &ev.release)
+	if err != nil {
+		s.fail(w, ctx, ev, proxystatus.From(err))
+		return
+	}
 	fs := &fwdState{ev: ev, st: st, dest: dest}
 	// Stream both ways: without this, Go's HTTP/1 server would consume the
 	// whole request body before the first byte of the response is written.
@@ -79,6 +91,13 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		// Runs even when the reverse proxy aborts a response it had
 		// started (it panics with http.ErrAbortHandler).
+		if breaker {
+			var err error
+			if ev.err != nil {
+				err = ev.err
+			}
+			s.reportDest(dest, err)
+		}
 		ev.down = cw.n
 		if ev.status == 0 {
 			ev.status = cw.status
@@ -139,7 +158,7 @@ func (s *Server) newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: func(r *http.Request) (*url.URL, error) {
 			if fs := stateOf(r.Context()); fs != nil && fs.member != nil {
-				return fs.member.ProxyURL(), nil
+				return fs.member.ProxyURLWith(fs.cred), nil
 			}
 			return nil, nil
 		},
@@ -166,7 +185,12 @@ func (s *Server) newTransport() *http.Transport {
 // request (at the addresses routing resolved), or an upstream member.
 func (s *Server) transportDial(ctx context.Context, network, addr string) (net.Conn, error) {
 	fs := stateOf(ctx)
-	if fs != nil && fs.member == nil && addr == fs.dest.String() {
+	if fs != nil && fs.member != nil {
+		// The transport dials the member (http, https with the pool's TLS
+		// settings, or the socks5 server).
+		return fs.pool.DialMember(ctx, fs.member)
+	}
+	if fs != nil && addr == fs.dest.String() {
 		return s.dialDirect(ctx, fs.dest, fs.ev.dec.Addrs)
 	}
 	d, err := route.ParseDest(addr, 0)
@@ -177,9 +201,11 @@ func (s *Server) transportDial(ctx context.Context, network, addr string) (net.C
 }
 
 // forwarder sends a forwarded request directly or through the members of
-// its pool in turn. A member that cannot be reached or answers 407 is
-// skipped, but only while no byte of the request body has been read, so a
-// request is never sent twice.
+// its pool in turn. A failing member is skipped only while no byte of the
+// request body has been read, so a request is never sent twice: failures
+// before the request reached the origin (the member could not be reached,
+// or refused it with 407/403) move on for any method; other failures
+// (timeouts, a member's 5xx) only for idempotent requests.
 type forwarder struct{ s *Server }
 
 func (f forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -195,41 +221,150 @@ func (f forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p == nil {
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: "route names a pool that does not exist"}
 	}
+	fs.pool = p
 	var rb *replayBody
 	if req.Body != nil && req.Body != http.NoBody {
 		rb = &replayBody{ReadCloser: req.Body}
 		req.Body = rb
 	}
-	cands := p.Candidates()
+	var buf [8]*upstream.Member
+	cands := p.AppendCandidates(buf[:0], fs.dest.Host, time.Now())
 	if len(cands) == 0 {
-		return nil, &proxystatus.Error{Type: proxystatus.PoolUnavailable, Detail: "pool " + p.Name + " has no members"}
+		err := p.Unavailable()
+		f.s.countUpstreamErr(p.Name, err)
+		return nil, err
 	}
+	idempotent := isIdempotent(req)
 	var last error
-	for _, m := range cands {
+	for i, m := range cands {
+		more := i < len(cands)-1
 		fs.member = m
+		fs.ev.member = m.Name
 		start := time.Now()
-		resp, err := f.s.transport.RoundTrip(req)
-		if err == nil && resp.StatusCode == http.StatusProxyAuthRequired {
-			resp.Body.Close()
-			err = upstream.RefusalError(m.Name, resp)
-		}
+		resp, err := f.tryMember(req, p, m, fs, rb, more && idempotent)
 		if err == nil {
-			fs.ev.member = m.Name
 			fs.ev.connect = time.Since(start)
-			if f.s.m != nil {
-				f.s.m.UpstreamResponses.WithLabelValues(p.Name, metrics.Code(resp.StatusCode)).Inc()
-			}
 			return resp, nil
 		}
-		err = f.transportErr(err, m)
-		f.s.countUpstreamErr(p.Name, err)
-		fs.ev.member = m.Name
 		last = err
-		if req.Context().Err() != nil || !upstream.Retryable(err) || (rb != nil && rb.read) {
+		retry := p.Failed(m, err)
+		if req.Context().Err() != nil || !retry || !more || (rb != nil && rb.read) || !(idempotent || notSent(err)) {
 			break
 		}
 	}
 	return nil, last
+}
+
+// tryMember sends req through m. A 407 to the current credential is tried
+// again with the previous one while a rotation is pending. A refusal that
+// the member wrote itself (403 or 5xx with Squid's X-Squid-Error) is turned
+// into an error when failover may follow (mayRetry), and otherwise passed
+// on to the client as it is.
+func (f forwarder) tryMember(req *http.Request, p *upstream.Pool, m *upstream.Member, fs *fwdState, rb *replayBody, mayRetry bool) (*http.Response, error) {
+	cred := m.Credential()
+	fs.cred = cred
+	release := m.Acquire()
+	resp, err := f.roundTrip(req, p, m)
+	if code := refusalCode(resp, err); code == http.StatusProxyAuthRequired && m.Credentials() != nil && (rb == nil || !rb.read) {
+		if fb := m.Credentials().Fallback(); fb != nil {
+			fs.cred = fb
+			resp, err = f.roundTrip(req, p, m)
+			if err == nil {
+				cred = nil // confirm nothing: the new credential was refused
+				if ev := p.Events; ev != nil && ev.Fallback != nil {
+					ev.Fallback(p.Name, m)
+				}
+			}
+		}
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	if mayRetry && (rb == nil || !rb.read) && memberWrote(resp) {
+		rerr := upstream.RefusalError(m.Name, resp)
+		resp.Body.Close()
+		release()
+		return nil, rerr
+	}
+	p.Succeeded(m, cred)
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+// roundTrip makes one attempt through m and reports it to the pool's
+// events; a 407 is returned as an error.
+func (f forwarder) roundTrip(req *http.Request, p *upstream.Pool, m *upstream.Member) (*http.Response, error) {
+	resp, err := f.s.transport.RoundTrip(req)
+	code := 0
+	if err == nil {
+		code = resp.StatusCode
+		if code == http.StatusProxyAuthRequired {
+			resp.Body.Close()
+			resp, err = nil, upstream.RefusalError(m.Name, resp)
+		}
+	} else {
+		err = f.transportErr(err, m)
+		var r *upstream.Refusal
+		if errors.As(err, &r) {
+			code = r.Code
+		}
+	}
+	if ev := p.Events; ev != nil && ev.Attempt != nil {
+		ev.Attempt(p.Name, m, code, err)
+	}
+	return resp, err
+}
+
+// refusalCode is the member's refusal status in err, or 0.
+func refusalCode(resp *http.Response, err error) int {
+	var r *upstream.Refusal
+	if errors.As(err, &r) {
+		return r.Code
+	}
+	return 0
+}
+
+// memberWrote reports whether resp is an error the member wrote itself
+// (rather than the origin's answer): 403 or 5xx with Squid's error header.
+func memberWrote(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusForbidden && resp.StatusCode < 500 {
+		return false
+	}
+	return resp.Header.Get("X-Squid-Error") != ""
+}
+
+// notSent reports whether a failed attempt certainly did not reach the
+// origin: the member could not be reached or refused the request.
+func notSent(err error) bool {
+	var r *upstream.Refusal
+	if errors.As(err, &r) {
+		return r.Code == http.StatusProxyAuthRequired || r.Code == http.StatusForbidden || r.DestinationFault
+	}
+	// transportErr names the member only when reaching it failed.
+	return proxystatus.From(err).Upstream != ""
+}
+
+// isIdempotent reports whether req may be sent twice (RFC 9110 section
+// 9.2.2), also when it carries an Idempotency-Key.
+func isIdempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// releaseBody releases the member's connection count when the response
+// body is closed.
+type releaseBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *releaseBody) Close() error {
+	b.release()
+	return b.ReadCloser.Close()
 }
 
 // transportErr classifies an error from http.Transport, naming the member

@@ -44,6 +44,10 @@ func (s *Server) fail(w http.ResponseWriter, ctx context.Context, ev *event, e *
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ev := &event{kind: metrics.KindConnect, client: r.RemoteAddr, method: r.Method, dest: r.Host, start: time.Now()}
+	if e := s.admitClient(ev); e != nil {
+		s.fail(w, ctx, ev, e)
+		return
+	}
 	dest, err := route.ParseDest(r.Host, 0)
 	if err != nil {
 		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "CONNECT target: " + err.Error()})
@@ -80,14 +84,19 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	cc.SetDeadline(time.Time{})
 	ev.status = http.StatusOK
+	// Register the tunnel before the client can see the 200, so a drain
+	// that starts right after counts it.
+	t := relay.New(cc, sc.Conn)
+	s.addTunnel(t, ev.kind)
 	if _, err := io.WriteString(cc, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		s.removeTunnel(t)
 		cc.Close()
 		sc.Close()
 		ev.status = 0
 		s.finish(context.WithoutCancel(ctx), ev)
 		return
 	}
-	s.relay(ev, cc, buffered(brw.Reader), sc)
+	s.start(ev, t, buffered(brw.Reader), sc)
 }
 
 // relay runs the tunnel between the client and the destination in the
@@ -95,9 +104,16 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 func (s *Server) relay(ev *event, client net.Conn, clientPrefix []byte, sc *Conn) {
 	t := relay.New(client, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	// The tunnel outlives the request: keep nothing of its context (an
-	// idle tunnel should cost as little memory as possible).
+	s.start(ev, t, clientPrefix, sc)
+}
+
+// start starts a registered tunnel; when it ends it is unregistered, its
+// limits are released and it is logged. The tunnel outlives the request:
+// it keeps nothing of its context (an idle tunnel should cost as little
+// memory as possible).
+func (s *Server) start(ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn) {
 	t.Start(clientPrefix, sc.Prefix, func(res relay.Result) {
+		sc.Release()
 		s.removeTunnel(t)
 		ev.up, ev.down = res.Up, res.Down
 		s.finish(context.Background(), ev)

@@ -72,6 +72,12 @@ type proxyConf struct {
 
 func startProxy(t testing.TB, pc proxyConf) *testProxy {
 	t.Helper()
+	return startProxyWith(t, pc, nil)
+}
+
+// startProxyWith is startProxy with a hook that edits the Options.
+func startProxyWith(t testing.TB, pc proxyConf, edit func(*Options)) *testProxy {
+	t.Helper()
 	if pc.def == 0 {
 		pc.def = route.Direct
 		if len(pc.members) > 0 {
@@ -97,7 +103,11 @@ func startProxy(t testing.TB, pc proxyConf) *testProxy {
 	logs := &syncBuffer{}
 	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New("test")
-	s, err := New(Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: lg, Metrics: m}, st)
+	opts := Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: lg, Metrics: m}
+	if edit != nil {
+		edit(&opts)
+	}
+	s, err := New(opts, st)
 	if err != nil {
 		t.Fatal(err)
 	}

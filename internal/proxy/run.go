@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"egret.io/egret/internal/admin"
 	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/limit"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
@@ -46,9 +48,45 @@ func BuildState(cfg *config.Proxy) (*State, error) {
 	}
 	st := &State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: config.DefaultPool}
 	for name, ms := range cfg.Pools {
-		st.Pools[name] = &upstream.Pool{Name: name, Members: ms, ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect)}
+		p := &upstream.Pool{Name: name, Members: ms, ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect)}
+		if o, ok := cfg.PoolOptions[name]; ok {
+			p.Policy, p.Backoff = o.Policy, o.Backoff
+			if o.RootCAs != nil || o.ServerName != "" {
+				p.TLSConfig = &tls.Config{RootCAs: o.RootCAs, ServerName: o.ServerName}
+			}
+		}
+		st.Pools[name] = p
+	}
+	for name, o := range cfg.PoolOptions {
+		if st.Pools[name] == nil { // a pool whose member file is empty for now
+			st.Pools[name] = &upstream.Pool{Name: name, Policy: o.Policy, Backoff: o.Backoff, ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect)}
+		}
 	}
 	return st, nil
+}
+
+// BuildProtection turns the configuration's gateway hardening and limits
+// into the proxy's Protection.
+func BuildProtection(cfg *config.Proxy) Protection {
+	var p Protection
+	p.ClientCIDRs = cfg.Gateway.ClientCIDRs
+	if cfg.Gateway.SSRFGuard {
+		p.Guard = &resolve.Guard{Allow: cfg.Gateway.AllowCIDRs, Own: resolve.OwnAddrs()}
+	}
+	l := cfg.Limits
+	if l.Breaker.Failures > 0 {
+		p.Breakers = limit.NewBreakers(l.Breaker)
+	}
+	if d := (&limit.Destinations{Default: l.PerDestination, Rules: l.Destinations}); d.Enabled() {
+		p.Destinations = d
+	}
+	if l.ClientMaxConcurrent > 0 {
+		p.Clients = &limit.Clients{MaxConcurrent: l.ClientMaxConcurrent}
+	}
+	if l.MaxTunnels > 0 {
+		p.Tunnels = &limit.Counter{Max: int64(l.MaxTunnels)}
+	}
+	return p
 }
 
 // Run serves the configuration until ctx is done, then drains: readiness
@@ -73,6 +111,12 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	if err != nil {
 		return err
 	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	creds, err := startCredentials(bg, cfg, st, m, log)
+	if err != nil {
+		return err
+	}
 	opts := Options{
 		Via: cfg.Via,
 		Timeouts: Timeouts{
@@ -80,9 +124,10 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 			HeaderRead: cfg.Timeouts.HeaderRead, ClientIdle: cfg.Timeouts.ClientIdle,
 			TunnelIdle: cfg.Timeouts.TunnelIdle, ResponseHeader: cfg.Timeouts.ResponseHeader,
 		},
-		Resolver: res,
-		Logger:   log,
-		Metrics:  m,
+		Resolver:   res,
+		Logger:     log,
+		Metrics:    m,
+		Protection: BuildProtection(cfg),
 	}
 	if cfg.AccessLog {
 		opts.AccessLog = log
@@ -90,6 +135,11 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	s, err := New(opts, st)
 	if err != nil {
 		return err
+	}
+	s.watchPools(bg, cfg, st, m)
+	m.SetLive(s.liveMetrics())
+	if opts.Protection.Tunnels != nil {
+		m.SetTunnelsLimit(opts.Protection.Tunnels.Max)
 	}
 
 	var ready atomic.Bool
@@ -130,7 +180,7 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 					return true, ""
 				},
 				Status: func() admin.Status {
-					return status(s, cfg, ro.Version, started, addrs, ready.Load() && !draining.Load())
+					return status(s, cfg, creds, ro.Version, started, addrs, ready.Load() && !draining.Load())
 				},
 			}),
 			ReadHeaderTimeout: 5 * time.Second,
@@ -215,7 +265,7 @@ func poolSummary(cfg *config.Proxy) string {
 	return strings.Join(names, ",")
 }
 
-func status(s *Server, cfg *config.Proxy, version string, started time.Time, addrs Addrs, ready bool) admin.Status {
+func status(s *Server, cfg *config.Proxy, creds *credentialState, version string, started time.Time, addrs Addrs, ready bool) admin.Status {
 	st := s.State()
 	out := admin.Status{
 		Version: version, Role: string(cfg.Role), Started: started, Ready: ready,
@@ -230,19 +280,11 @@ func status(s *Server, cfg *config.Proxy, version string, started time.Time, add
 		out.Listeners = append(out.Listeners, "admin "+addrs.Admin)
 	}
 	for i, r := range st.Routes.Rules() {
-		out.Routes = append(out.Routes, admin.RouteStatus{Index: i, Match: matchString(r.Match), Action: routeString(r.Action, r.Pool), Source: r.Source})
+		out.Routes = append(out.Routes, admin.RouteStatus{Index: i, Match: matchString(r.Match), Action: routeString(r.Action, r.Pool), Source: r.Source, Report: r.Report})
 	}
-	names := make([]string, 0, len(st.Pools))
-	for n := range st.Pools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		ps := admin.PoolStatus{Name: n}
-		for _, m := range st.Pools[n].Members {
-			ps.Members = append(ps.Members, admin.MemberStatus{Name: m.Name, Healthy: true})
-		}
-		out.Pools = append(out.Pools, ps)
+	s.fillStatus(&out, cfg)
+	if creds != nil {
+		out.Credentials = creds.status()
 	}
 	return out
 }

@@ -65,6 +65,9 @@ type Options struct {
 	// DialContext dials destinations and members by address; nil means a
 	// net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Protection holds the client allow-list, the SSRF guard and the limits;
+	// the zero value has none.
+	Protection Protection
 }
 
 // State is the part of the configuration a reload replaces. It is
@@ -92,6 +95,8 @@ type Server struct {
 
 	transport *http.Transport
 	forward   http.Handler
+	events    *upstream.Events
+	insights  insights
 
 	mu       sync.Mutex
 	servers  []*http.Server
@@ -147,10 +152,11 @@ func New(opts Options, st *State) (*Server, error) {
 	if s.alog == nil {
 		s.alog = slog.New(slog.DiscardHandler)
 	}
+	s.events = s.poolEvents()
+	s.transport = s.newTransport()
 	if err := s.SetState(st); err != nil {
 		return nil, err
 	}
-	s.transport = s.newTransport()
 	s.forward = s.newForwarder()
 	return s, nil
 }
@@ -169,13 +175,32 @@ func (s *Server) SetState(st *State) error {
 	if d := st.Routes.Default(); d.Action == route.Upstream && st.pool(d.Pool) == nil {
 		return errors.New("proxy: the default route names a pool that does not exist")
 	}
+	for _, p := range st.Pools {
+		if p.Events == nil {
+			p.Events = s.events
+		}
+		if p.Credentials != nil {
+			p.Credentials.OnRetire(s.RetireConnections)
+		}
+	}
 	old := s.state.Swap(st)
-	if old != nil && s.transport != nil {
+	if old != nil {
 		// Connections made through members of the old state must not carry
 		// new requests: close the idle ones.
-		s.transport.CloseIdleConnections()
+		s.RetireConnections()
 	}
 	return nil
+}
+
+// RetireConnections closes the idle keep-alive connections of forwarded
+// requests, so no new request rides a connection made with a member or a
+// credential that is no longer in use. Call it after changing members or
+// credentials; connections busy now are not reused for the old member or
+// credential (their keys no longer match).
+func (s *Server) RetireConnections() {
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
 }
 
 // State returns the current state.

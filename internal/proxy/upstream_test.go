@@ -90,11 +90,20 @@ func TestUpstream407IsA502(t *testing.T) {
 		"CONNECT partner.test:" + port + " HTTP/1.1\r\nHost: partner.test\r\n\r\n",
 	} {
 		t.Run(strings.Fields(raw)[0], func(t *testing.T) {
+			// Each request gets a member fresh out of back-off.
+			p.State().Pools["default"].ResetHealth()
 			resp, body := rawRequest(t, p.Addr, raw)
 			wantProxyStatus(t, resp, body, http.StatusBadGateway, "upstream_auth_required")
 			ps := resp.Header.Get("Proxy-Status")
 			if !strings.Contains(ps, `next-hop="http://`+sq.Addr+`"`) {
 				t.Errorf("Proxy-Status %q does not name the upstream", ps)
+			}
+			// The member is now down: the next request is refused at once,
+			// with the reason.
+			resp, body = rawRequest(t, p.Addr, raw)
+			wantProxyStatus(t, resp, body, http.StatusServiceUnavailable, "pool_unavailable")
+			if !strings.Contains(body, "rejected egret's credentials (407)") {
+				t.Errorf("pool_unavailable does not say why: %q", body)
 			}
 			if strings.Contains(ps+body, "wrong-secret") {
 				t.Errorf("the password leaked into the answer: %q %q", ps, body)

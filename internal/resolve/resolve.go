@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,8 @@ import (
 // Defaults for Config fields left zero.
 const (
 	DefaultTTL         = 30 * time.Second
+	DefaultMinTTL      = time.Second
+	DefaultMaxTTL      = 5 * time.Minute
 	DefaultNegativeTTL = 5 * time.Second
 	DefaultStaleTTL    = 5 * time.Minute
 	DefaultTimeout     = 5 * time.Second
@@ -31,10 +34,20 @@ type Config struct {
 	// Servers, when set, are the DNS servers ("ip:port") to ask instead of
 	// the system's; they are tried in order.
 	Servers []string
-	// TTL is how long an answer is used; NegativeTTL how long a failure is
-	// remembered; StaleTTL how long past its TTL an answer may still be
-	// served when a refresh fails.
-	TTL, NegativeTTL, StaleTTL time.Duration
+	// TTL is how long an answer without a TTL of its own is used (answers
+	// of a LookupFunc or the system resolver); answers from DNS servers keep
+	// their TTL, bounded by MinTTL and MaxTTL. NegativeTTL is the longest a
+	// failure is remembered (a "no such host" answer for the zone's SOA
+	// negative TTL, if shorter; other failures at most a second). StaleTTL is
+	// how long past its TTL an answer may still be served when a refresh
+	// fails; negative disables it.
+	TTL, MinTTL, MaxTTL, NegativeTTL, StaleTTL time.Duration
+	// ResolvConf is the resolv.conf(5) giving the servers (unless Servers is
+	// set), search domains and ndots; "" means /etc/resolv.conf.
+	ResolvConf string
+	// SystemHosts is the hosts(5) file consulted after Hosts when names are
+	// looked up through resolv.conf's servers; "" means /etc/hosts, "-" none.
+	SystemHosts string
 	// Timeout bounds one lookup.
 	Timeout time.Duration
 	// MaxEntries bounds the cache; when full, expired entries are dropped,
@@ -44,6 +57,10 @@ type Config struct {
 
 // LookupFunc resolves host to addresses; (*net.Resolver).LookupNetIP fits.
 type LookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+// ttlLookup resolves host and says how long the answer (or failure) may be
+// cached; 0 means "use the configured default".
+type ttlLookup func(ctx context.Context, host string) ([]netip.Addr, time.Duration, error)
 
 type entry struct {
 	addrs   []netip.Addr
@@ -55,7 +72,8 @@ type entry struct {
 // Cache is a caching resolver.
 type Cache struct {
 	cfg    Config
-	lookup LookupFunc
+	lookup ttlLookup
+	sys    map[string][]netip.Addr // the system hosts file, with the DNS client
 	now    func() time.Time
 
 	mu      sync.Mutex
@@ -63,11 +81,22 @@ type Cache struct {
 	group   singleflight.Group
 }
 
-// New returns a Cache. lookup may be nil: the system resolver, or one asking
-// cfg.Servers, is used.
+// New returns a Cache. lookup may be nil: then names are asked of the DNS
+// servers (cfg.Servers, or those of resolv.conf) directly, so answers keep
+// their TTLs, after the system hosts file; without a usable resolv.conf the
+// system resolver is used with the fixed TTL.
 func New(cfg Config, lookup LookupFunc) *Cache {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL
+	}
+	if cfg.MinTTL <= 0 {
+		cfg.MinTTL = DefaultMinTTL
+	}
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = DefaultMaxTTL
+	}
+	if cfg.MaxTTL < cfg.MinTTL {
+		cfg.MaxTTL = cfg.MinTTL
 	}
 	if cfg.NegativeTTL <= 0 {
 		cfg.NegativeTTL = DefaultNegativeTTL
@@ -83,26 +112,44 @@ func New(cfg Config, lookup LookupFunc) *Cache {
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = DefaultMaxEntries
 	}
-	if lookup == nil {
-		r := &net.Resolver{}
-		if len(cfg.Servers) > 0 {
-			servers := cfg.Servers
-			r.PreferGo = true
-			r.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-				var d net.Dialer
-				var err error
-				for _, s := range servers {
-					var c net.Conn
-					if c, err = d.DialContext(ctx, network, s); err == nil {
-						return c, nil
-					}
-				}
-				return nil, err
+	c := &Cache{cfg: cfg, now: time.Now, entries: map[string]*entry{}}
+	if lookup != nil {
+		c.lookup = fixedTTL(lookup)
+		return c
+	}
+	conf := cfg.ResolvConf
+	if conf == "" {
+		conf = "/etc/resolv.conf"
+	}
+	dc := systemClient(conf)
+	if len(cfg.Servers) > 0 {
+		if dc == nil {
+			dc = resolvConf("")
+		}
+		dc.servers = cfg.Servers
+	}
+	if dc != nil {
+		dc.timeout = min(dc.timeout, cfg.Timeout)
+		c.lookup = dc.lookup
+		if hf := cfg.SystemHosts; hf != "-" {
+			if hf == "" {
+				hf = "/etc/hosts"
+			}
+			if b, err := os.ReadFile(hf); err == nil {
+				c.sys, _ = ParseHosts(string(b))
 			}
 		}
-		lookup = r.LookupNetIP
+		return c
 	}
-	return &Cache{cfg: cfg, lookup: lookup, now: time.Now, entries: map[string]*entry{}}
+	c.lookup = fixedTTL((&net.Resolver{}).LookupNetIP)
+	return c
+}
+
+func fixedTTL(f LookupFunc) ttlLookup {
+	return func(ctx context.Context, host string) ([]netip.Addr, time.Duration, error) {
+		a, err := f(ctx, "ip", host)
+		return a, 0, err
+	}
 }
 
 // LookupNetIP returns the addresses of host, from the static hosts, the
@@ -113,6 +160,9 @@ func (c *Cache) LookupNetIP(ctx context.Context, network, host string) ([]netip.
 		return []netip.Addr{a}, nil
 	}
 	if addrs, ok := c.cfg.Hosts[host]; ok {
+		return filter(addrs, network, host)
+	}
+	if addrs, ok := c.sys[host]; ok {
 		return filter(addrs, network, host)
 	}
 	now := c.now()
@@ -128,7 +178,7 @@ func (c *Cache) LookupNetIP(ctx context.Context, network, host string) ([]netip.
 	v, err, _ := c.group.Do(host, func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 		defer cancel()
-		addrs, err := c.lookup(lctx, "ip", host)
+		addrs, ttl, err := c.lookup(lctx, host)
 		now := c.now()
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -137,13 +187,27 @@ func (c *Cache) LookupNetIP(ctx context.Context, network, host string) ([]netip.
 			if old := c.entries[host]; old != nil && old.err == nil && now.Before(old.stale) {
 				return old.addrs, nil
 			}
-			c.store(host, &entry{err: err, expires: now.Add(c.cfg.NegativeTTL)})
+			neg := c.cfg.NegativeTTL
+			var de *net.DNSError
+			switch {
+			case errors.As(err, &de) && de.IsNotFound:
+				if ttl > 0 {
+					neg = min(neg, ttl)
+				}
+			default:
+				neg = min(neg, time.Second) // a server problem: ask again soon
+			}
+			c.store(host, &entry{err: err, expires: now.Add(neg)})
 			return nil, err
 		}
 		for i := range addrs {
 			addrs[i] = addrs[i].Unmap()
 		}
-		c.store(host, &entry{addrs: addrs, expires: now.Add(c.cfg.TTL), stale: now.Add(c.cfg.TTL + c.cfg.StaleTTL)})
+		if ttl <= 0 {
+			ttl = c.cfg.TTL
+		}
+		ttl = min(max(ttl, c.cfg.MinTTL), c.cfg.MaxTTL)
+		c.store(host, &entry{addrs: addrs, expires: now.Add(ttl), stale: now.Add(ttl + c.cfg.StaleTTL)})
 		return addrs, nil
 	})
 	if err != nil {

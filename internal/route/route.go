@@ -112,6 +112,10 @@ type Decision struct {
 	// ResolveErr is the lookup failure when resolution was tried and failed;
 	// the name then matched no CIDR rule.
 	ResolveErr error
+	// WouldDeny describes the report-only deny rule that would have denied
+	// the destination had it been enforced (Detail form); empty otherwise.
+	// It is never set on a Deny decision.
+	WouldDeny string
 }
 
 // Detail returns a short human reason: "suffix .svc (env DIRECT_SUFFIXES)".
@@ -278,6 +282,10 @@ type Rule struct {
 	Action Action
 	Pool   string // for Upstream; empty means the default pool
 	Source string // where the rule came from, for logs and explain
+	// Report makes a Deny rule report-only (dry run): when it would decide,
+	// Decide records it in Decision.WouldDeny and goes on with the next
+	// rule as if it were not there.
+	Report bool
 }
 
 // Resolver looks names up. *net.Resolver satisfies it.
@@ -311,6 +319,9 @@ func New(rules []Rule, def Action, defPool string) (*Table, error) {
 	for i, r := range rules {
 		if r.Action < Direct || r.Action > Deny {
 			return nil, fmt.Errorf("rule %d (%s): invalid action %v", i, r.Source, r.Action)
+		}
+		if r.Report && r.Action != Deny {
+			return nil, fmt.Errorf("rule %d (%s): only deny rules can be report-only", i, r.Source)
 		}
 		c := compiled{rule: r, cidrs: append([]netip.Prefix(nil), r.Match.CIDRs...), ports: r.Match.Ports}
 		for _, h := range r.Match.Hosts {
@@ -375,56 +386,81 @@ func (t *Table) Decide(ctx context.Context, d Dest, res Resolver) Decision {
 		resolved   bool
 		resolveErr error
 	)
+	var wouldDeny string
 	for i := range t.rules {
 		c := &t.rules[i]
-		if len(c.ports) > 0 && !hasPort(c.ports, d.Port) {
+		dec, ok := c.match(ctx, i, d, res, &addrs, &resolved, &resolveErr)
+		if !ok {
 			continue
 		}
-		dec := Decision{Action: c.rule.Action, Pool: c.rule.Pool, Rule: i, Source: c.rule.Source}
-		if c.any {
-			dec.Reason, dec.Entry = ReasonAny, "*"
-			return withAddrs(dec, addrs, resolveErr)
-		}
-		if !c.anyName && len(c.cidrs) == 0 {
-			dec.Reason = ReasonPort
-			return withAddrs(dec, addrs, resolveErr)
-		}
-		if d.Addr.IsValid() {
-			if p, ok := inCIDRs(c.cidrs, d.Addr); ok {
-				dec.Reason, dec.Entry = ReasonCIDR, p.String()
-				return dec
+		if c.rule.Report {
+			if wouldDeny == "" {
+				wouldDeny = dec.Detail()
 			}
 			continue
 		}
-		if c.hosts != nil {
-			if e, ok := c.hosts[d.Host]; ok {
-				dec.Reason, dec.Entry = ReasonHost, e
-				return withAddrs(dec, addrs, resolveErr)
+		if dec.Action != Deny {
+			dec.WouldDeny = wouldDeny
+		}
+		return dec
+	}
+	dec := withAddrs(t.def, addrs, resolveErr)
+	if dec.Action != Deny {
+		dec.WouldDeny = wouldDeny
+	}
+	return dec
+}
+
+// match tries one rule; names are resolved at most once per Decide (the
+// state lives in the caller).
+func (c *compiled) match(ctx context.Context, i int, d Dest, res Resolver, addrs *[]netip.Addr, resolved *bool, resolveErr *error) (Decision, bool) {
+	if len(c.ports) > 0 && !hasPort(c.ports, d.Port) {
+		return Decision{}, false
+	}
+	dec := Decision{Action: c.rule.Action, Pool: c.rule.Pool, Rule: i, Source: c.rule.Source}
+	if c.any {
+		dec.Reason, dec.Entry = ReasonAny, "*"
+		return withAddrs(dec, *addrs, *resolveErr), true
+	}
+	if !c.anyName && len(c.cidrs) == 0 {
+		dec.Reason = ReasonPort
+		return withAddrs(dec, *addrs, *resolveErr), true
+	}
+	if d.Addr.IsValid() {
+		if p, ok := inCIDRs(c.cidrs, d.Addr); ok {
+			dec.Reason, dec.Entry = ReasonCIDR, p.String()
+			return dec, true
+		}
+		return Decision{}, false
+	}
+	if c.hosts != nil {
+		if e, ok := c.hosts[d.Host]; ok {
+			dec.Reason, dec.Entry = ReasonHost, e
+			return withAddrs(dec, *addrs, *resolveErr), true
+		}
+	}
+	if c.suffixes != nil {
+		if s, ok := matchSuffix(c.suffixes, d.Host); ok {
+			dec.Reason, dec.Entry = ReasonSuffix, s.String()
+			return withAddrs(dec, *addrs, *resolveErr), true
+		}
+	}
+	if len(c.cidrs) > 0 && res != nil {
+		if !*resolved {
+			*resolved = true
+			*addrs, *resolveErr = res.LookupNetIP(ctx, "ip", d.Host)
+			for j, a := range *addrs {
+				(*addrs)[j] = a.Unmap()
 			}
 		}
-		if c.suffixes != nil {
-			if s, ok := matchSuffix(c.suffixes, d.Host); ok {
-				dec.Reason, dec.Entry = ReasonSuffix, s.String()
-				return withAddrs(dec, addrs, resolveErr)
-			}
-		}
-		if len(c.cidrs) > 0 && res != nil {
-			if !resolved {
-				resolved = true
-				addrs, resolveErr = res.LookupNetIP(ctx, "ip", d.Host)
-				for j, a := range addrs {
-					addrs[j] = a.Unmap()
-				}
-			}
-			for _, a := range addrs {
-				if p, ok := inCIDRs(c.cidrs, a); ok {
-					dec.Reason, dec.Entry = ReasonResolved, p.String()+" ("+a.String()+")"
-					return withAddrs(dec, addrs, resolveErr)
-				}
+		for _, a := range *addrs {
+			if p, ok := inCIDRs(c.cidrs, a); ok {
+				dec.Reason, dec.Entry = ReasonResolved, p.String()+" ("+a.String()+")"
+				return withAddrs(dec, *addrs, *resolveErr), true
 			}
 		}
 	}
-	return withAddrs(t.def, addrs, resolveErr)
+	return Decision{}, false
 }
 
 func withAddrs(d Decision, addrs []netip.Addr, err error) Decision {

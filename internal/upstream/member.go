@@ -1,26 +1,41 @@
 package upstream
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+
+	"egret.io/egret/internal/credentials"
 )
 
-// Member is one upstream proxy.
+// MaxWeight bounds a member's weight.
+const MaxWeight = 100
+
+// Member is one upstream proxy. Its fixed fields are set before the member
+// is shared; its health and connection count change at run time and are
+// safe for concurrent use.
 type Member struct {
 	// URL is the proxy's address: scheme, host and port, never user info.
 	URL *url.URL
 	// Name is URL as a string, safe to log and to show to clients.
 	Name string
+	// Weight is the member's share of new connections relative to the other
+	// members of its group (primaries or backups); at least 1.
+	Weight int
+	// Backup members are used only when no primary member is healthy.
+	Backup bool
 
-	user     string
-	password string
-	hasAuth  bool
-	auth     string   // precomputed "Basic ..." for http(s) members
-	proxyURL *url.URL // URL with credentials, for http.Transport
+	auth    *credentials.Store // nil: no credentials
+	ownAuth bool               // auth came from the URL's user info
+
+	urls sync.Map // *credentials.Credential → *url.URL, for http.Transport
+
+	h      health
+	active atomic.Int64 // connections and requests in flight through the member
 }
 
 // Schemes a member may use.
@@ -68,7 +83,7 @@ func ParseMember(raw string) (*Member, error) {
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
 		return nil, fmt.Errorf("upstream proxy %s: bad port %q", Redact(raw), port)
 	}
-	m := &Member{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}}
+	m := &Member{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, Weight: 1}
 	m.Name = m.URL.String()
 	var user, pw string
 	if u.User != nil {
@@ -79,31 +94,156 @@ func ParseMember(raw string) (*Member, error) {
 	return m, nil
 }
 
-// SetCredentials sets the member's user and password (already decoded).
-// It is meant for building a member, before it is shared.
-func (m *Member) SetCredentials(user, password string) {
-	m.user, m.password, m.hasAuth = user, password, user != "" || password != ""
-	m.auth = ""
-	u := *m.URL
-	if m.hasAuth {
-		m.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
-		u.User = url.UserPassword(user, password)
+// ParseMemberSpec reads a member with optional attributes after the URL,
+// separated by spaces: "weight=N" (1..100) and "backup". It is the syntax of
+// UPSTREAM_PROXY items, member files and string members in the config file:
+//
+//	http://proxy-a:3128 weight=3
+//	http://proxy-c:3128 backup
+func ParseMemberSpec(spec string) (*Member, error) {
+	f := strings.Fields(spec)
+	if len(f) == 0 {
+		return nil, fmt.Errorf("empty upstream proxy URL")
 	}
-	m.proxyURL = &u
+	m, err := ParseMember(f[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range f[1:] {
+		k, v, _ := strings.Cut(strings.ToLower(a), "=")
+		switch k {
+		case "backup":
+			if v != "" && v != "true" {
+				return nil, fmt.Errorf("upstream proxy %s: %q: write backup on its own", m.Name, a)
+			}
+			m.Backup = true
+		case "weight":
+			w, err := strconv.Atoi(v)
+			if err != nil || w < 1 || w > MaxWeight {
+				return nil, fmt.Errorf("upstream proxy %s: weight %q: want 1-%d", m.Name, v, MaxWeight)
+			}
+			m.Weight = w
+		default:
+			return nil, fmt.Errorf("upstream proxy %s: unknown attribute %q (want weight=N or backup)", m.Name, Redact(a))
+		}
+	}
+	return m, nil
+}
+
+// ParseMemberList reads a list of members, one ParseMemberSpec per line,
+// with '#' comments and blank lines ignored: the format of a member file.
+// Errors name the line and never a password.
+func ParseMemberList(text string) ([]*Member, error) {
+	var out []*Member
+	for n, line := range strings.Split(text, "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		m, err := ParseMemberSpec(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n+1, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// SetCredentials gives the member its own fixed user and password (already
+// decoded); empty values remove them. It is meant for building a member,
+// before it is shared.
+func (m *Member) SetCredentials(user, password string) {
+	if user == "" && password == "" {
+		m.auth, m.ownAuth = nil, false
+		return
+	}
+	m.auth, m.ownAuth = credentials.NewStore(credentials.New(user, password)), true
+}
+
+// UseStore makes a member without credentials of its own use s, the pool's
+// shared (rotating) credentials. It is meant for building a member, before
+// it is shared; a member with its own credentials keeps them.
+func (m *Member) UseStore(s *credentials.Store) {
+	if !m.ownAuth {
+		m.auth = s
+	}
 }
 
 // HasCredentials reports whether the member authenticates.
-func (m *Member) HasCredentials() bool { return m.hasAuth }
+func (m *Member) HasCredentials() bool { return m.auth != nil && m.auth.Current() != nil }
 
-// ProxyURL returns the member's URL with its credentials, for
+// OwnCredentials reports whether the member's credentials came from its URL.
+func (m *Member) OwnCredentials() bool { return m.ownAuth }
+
+// Credentials returns the member's credential store, or nil.
+func (m *Member) Credentials() *credentials.Store { return m.auth }
+
+// Credential returns the credential to try first, or nil.
+func (m *Member) Credential() *credentials.Credential {
+	if m.auth == nil {
+		return nil
+	}
+	return m.auth.Current()
+}
+
+// ProxyURL returns the member's URL with its current credentials, for
 // http.Transport. The caller must not modify it. Never log it.
-func (m *Member) ProxyURL() *url.URL { return m.proxyURL }
+func (m *Member) ProxyURL() *url.URL { return m.ProxyURLWith(m.Credential()) }
 
-// AuthHeader returns the Proxy-Authorization value for http(s) members, or
-// "" when the member has no credentials.
-func (m *Member) AuthHeader() string { return m.auth }
+// ProxyURLWith returns the member's URL carrying c (nil: none). The URL is
+// built once per credential. An https member is returned with the http
+// scheme: egret dials it and does the TLS itself (DialMember), so the
+// transport must not add a second TLS layer.
+func (m *Member) ProxyURLWith(c *credentials.Credential) *url.URL {
+	if v, ok := m.urls.Load(c); ok {
+		return v.(*url.URL)
+	}
+	u := *m.URL
+	if u.Scheme == SchemeHTTPS {
+		u.Scheme = SchemeHTTP
+	}
+	if c != nil {
+		u.User = url.UserPassword(c.User, c.Password)
+	}
+	v, _ := m.urls.LoadOrStore(c, &u)
+	// Forget URLs of credentials no longer in use (rotation is rare).
+	m.urls.Range(func(k, _ any) bool {
+		kc, _ := k.(*credentials.Credential)
+		if kc != c && m.auth != nil && kc != m.auth.Current() && kc != m.auth.Fallback() {
+			m.urls.Delete(k)
+		}
+		return true
+	})
+	return v.(*url.URL)
+}
+
+// AuthHeader returns the Proxy-Authorization value for the current
+// credential, or "" when the member has none.
+func (m *Member) AuthHeader() string {
+	if c := m.Credential(); c != nil {
+		return c.AuthHeader()
+	}
+	return ""
+}
 
 func (m *Member) String() string { return m.Name }
+
+// Acquire counts a connection or request in flight through the member (for
+// least-connections); call the returned function exactly once when it ends.
+func (m *Member) Acquire() func() {
+	m.active.Add(1)
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			m.active.Add(-1)
+		}
+	}
+}
+
+// Active returns the number of connections and requests in flight.
+func (m *Member) Active() int64 { return m.active.Load() }
 
 // Redact removes the password from anything that looks like a URL with
 // user info, so it can appear in an error. It keeps the user name.
@@ -123,4 +263,25 @@ func Redact(raw string) string {
 		userinfo = userinfo[:c] + ":xxxxx"
 	}
 	return prefix + userinfo + rest[at:]
+}
+
+// same reports whether two members are the same configuration (for keeping
+// state across a change of the member list).
+func (m *Member) same(o *Member) bool {
+	if m.Name != o.Name || m.Weight != o.Weight || m.Backup != o.Backup || m.ownAuth != o.ownAuth {
+		return false
+	}
+	if m.ownAuth {
+		return m.auth.Current().Same(o.auth.Current())
+	}
+	return m.auth == o.auth
+}
+
+// adoptHealth copies o's health into m (a new member replacing o).
+func (m *Member) adoptHealth(o *Member) {
+	m.h.downUntil.Store(o.h.downUntil.Load())
+	m.h.fails.Store(o.h.fails.Load())
+	o.h.mu.Lock()
+	m.h.lastErr, m.h.lastChange = o.h.lastErr, o.h.lastChange
+	o.h.mu.Unlock()
 }

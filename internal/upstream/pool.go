@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/proxy"
 
+	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/proxystatus"
 )
 
@@ -25,39 +26,172 @@ const (
 	DefaultConnectTimeout = 15 * time.Second
 )
 
-// Pool is a named set of upstream proxies used round-robin. A member that
-// fails (cannot be dialled, times out, or refuses the CONNECT with 407, 403
-// or 5xx) is skipped and the next one is tried; the error of the last member
-// tried is returned when all fail.
+// Events receives what happens to a pool's members (for metrics and logs).
+// Nil fields are skipped. The functions run on the request's goroutine and
+// must be quick.
+type Events struct {
+	// Attempt is called after each try through a member: code is the
+	// member's answer (0 when there was none) and err the failure, if any.
+	Attempt func(pool string, m *Member, code int, err error)
+	// Down is called when a member is marked down, with its back-off.
+	Down func(pool string, m *Member, backoff time.Duration, err error)
+	// Up is called when a member that was failing succeeds again; how is
+	// "request" or "probe".
+	Up func(pool string, m *Member, how string)
+	// Fallback is called when the previous credential was used because the
+	// current one was refused with 407.
+	Fallback func(pool string, m *Member)
+	// Probed is called after each active probe of a member.
+	Probed func(pool string, m *Member, err error)
+}
+
+// Pool is a named set of upstream proxies. It is safe for concurrent use;
+// its exported fields must not change once it is in use (the member list
+// changes only through SetMembers).
 type Pool struct {
-	Name    string
+	Name string
+	// Members is the initial member list; SetMembers replaces it.
 	Members []*Member
+	// Policy orders members for each attempt; zero means RoundRobin.
+	Policy Policy
+	// Backoff is how long a failing member stays down.
+	Backoff Backoff
+	// Credentials is given to members without credentials of their own
+	// (nil: such members do not authenticate).
+	Credentials *credentials.Store
 	// Dialer dials members; nil means a net.Dialer with DefaultDialTimeout.
 	Dialer interface {
 		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 	}
 	// TLSConfig is used for https:// members; nil means the system roots.
-	// ServerName is set per member.
+	// ServerName defaults to the member's host.
 	TLSConfig *tls.Config
 	// ConnectTimeout bounds the whole handshake with one member (dial, TLS,
 	// CONNECT answer); zero means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// Events, when set, is told about attempts and health changes.
+	Events *Events
+	// Now returns the time; nil means time.Now.
+	Now func() time.Time
 
 	next atomic.Uint64
+	snap atomic.Pointer[snapshot]
+	mu   sync.Mutex // serialises SetMembers and the first snapshot
 }
 
-// Candidates returns the members in the order to try them for one attempt.
-func (p *Pool) Candidates() []*Member {
-	n := len(p.Members)
-	if n == 0 {
-		return nil
+func (p *Pool) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
 	}
-	start := int(p.next.Add(1)-1) % n
-	out := make([]*Member, 0, n)
-	for i := 0; i < n; i++ {
-		out = append(out, p.Members[(start+i)%n])
+	return time.Now()
+}
+
+func (p *Pool) snapshot() *snapshot {
+	if s := p.snap.Load(); s != nil {
+		return s
 	}
-	return out
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.snap.Load(); s != nil {
+		return s
+	}
+	for _, m := range p.Members {
+		m.UseStore(p.Credentials)
+	}
+	s := newSnapshot(append([]*Member(nil), p.Members...))
+	p.snap.Store(s)
+	return s
+}
+
+// Current returns the members in use now (primaries and backups).
+func (p *Pool) Current() []*Member { return p.snapshot().all }
+
+// SetMembers replaces the member list. A member whose URL, weight, backup
+// flag and credentials are unchanged is kept as it is (with its health and
+// connection count); a changed member takes over the health of the one with
+// the same URL. It returns the members that are no longer used.
+func (p *Pool) SetMembers(ms []*Member) (removed []*Member) {
+	old := p.snapshot()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	byName := map[string]*Member{}
+	for _, m := range old.all {
+		byName[m.Name] = m
+	}
+	next := make([]*Member, 0, len(ms))
+	kept := map[*Member]bool{}
+	for _, m := range ms {
+		m.UseStore(p.Credentials)
+		if o := byName[m.Name]; o != nil {
+			if o.same(m) {
+				m = o
+			} else {
+				m.adoptHealth(o)
+			}
+		}
+		kept[m] = true
+		next = append(next, m)
+	}
+	for _, m := range old.all {
+		if !kept[m] {
+			removed = append(removed, m)
+		}
+	}
+	p.snap.Store(newSnapshot(next))
+	return removed
+}
+
+// Candidates returns the healthy members in the order to try them for a
+// destination host: primaries by the policy, then backups by the policy.
+// It is empty when every member is down.
+func (p *Pool) Candidates(host string) []*Member {
+	return p.AppendCandidates(nil, host, p.now())
+}
+
+// AppendCandidates is Candidates appending to dst, to let callers avoid an
+// allocation.
+func (p *Pool) AppendCandidates(dst []*Member, host string, now time.Time) []*Member {
+	s := p.snapshot()
+	pol := p.Policy
+	if pol == 0 {
+		pol = RoundRobin
+	}
+	var ctr uint64
+	if pol == RoundRobin || pol == LeastConn {
+		ctr = p.next.Add(1) - 1
+	}
+	dst = s.groups[0].appendOrdered(dst, pol, host, ctr, now)
+	return s.groups[1].appendOrdered(dst, pol, host, ctr, now)
+}
+
+// Unavailable returns the error for a pool with no healthy member.
+func (p *Pool) Unavailable() *proxystatus.Error {
+	s := p.snapshot()
+	if len(s.all) == 0 {
+		return &proxystatus.Error{Type: proxystatus.PoolUnavailable, Detail: fmt.Sprintf("pool %q has no members", p.Name)}
+	}
+	now := p.now()
+	var soonest *Member
+	for _, m := range s.all {
+		if soonest == nil || m.h.downUntil.Load() < soonest.h.downUntil.Load() {
+			soonest = m
+		}
+	}
+	st := soonest.State(now)
+	detail := fmt.Sprintf("all %d members of pool %q are down; %s is retried in %s", len(s.all), p.Name, soonest.Name, st.DownFor.Round(time.Millisecond))
+	if st.LastError != "" {
+		detail += " (last error: " + st.LastError + ")"
+	}
+	return &proxystatus.Error{Type: proxystatus.PoolUnavailable, Detail: detail}
+}
+
+// ResetHealth marks every member up: after a change that may have fixed
+// them (new credentials), they get a fresh chance at once.
+func (p *Pool) ResetHealth() {
+	now := p.now()
+	for _, m := range p.Current() {
+		m.MarkUp(now)
+	}
 }
 
 // Tunnel is an established CONNECT tunnel through a member.
@@ -70,84 +204,201 @@ type Tunnel struct {
 	Prefix []byte
 }
 
-// DialTunnel opens a tunnel to target ("host:port") through the pool.
+// DialTunnel opens a tunnel to target ("host:port") through the pool,
+// trying healthy members in policy order while failures are the member's
+// (Fault). It fails with PoolUnavailable (503) when no member is healthy:
+// never a direct connection.
 func (p *Pool) DialTunnel(ctx context.Context, target string) (*Tunnel, error) {
-	cands := p.Candidates()
+	var buf [8]*Member
+	cands := p.AppendCandidates(buf[:0], hostOf(target), p.now())
 	if len(cands) == 0 {
-		return nil, &proxystatus.Error{Type: proxystatus.PoolUnavailable, Detail: fmt.Sprintf("pool %q has no members", p.Name)}
+		return nil, p.Unavailable()
 	}
 	var last error
 	for _, m := range cands {
-		t, err := p.dialMember(ctx, m, target)
+		t, err := p.TryMember(ctx, m, target)
 		if err == nil {
 			return t, nil
 		}
 		last = err
-		if ctx.Err() != nil || !Retryable(err) {
+		if ctx.Err() != nil || !p.Failed(m, err) {
 			break
 		}
 	}
 	return nil, last
 }
 
-// Retryable reports whether a failed attempt through one member may be
-// repeated with another: connection failures and refusals by the member.
-func Retryable(err error) bool {
+// TryMember opens a tunnel through one member. A 407 with the current
+// credential is retried with the previous one while a rotation is pending.
+// Success marks the member up and confirms the credential used; failures
+// are left to the caller (Failed).
+func (p *Pool) TryMember(ctx context.Context, m *Member, target string) (*Tunnel, error) {
+	cred := m.Credential()
+	t, code, err := p.dialMember(ctx, m, target, cred)
+	if code == http.StatusProxyAuthRequired && m.auth != nil {
+		if fb := m.auth.Fallback(); fb != nil {
+			p.attempt(m, code, err)
+			t, code, err = p.dialMember(ctx, m, target, fb)
+			if err == nil {
+				if ev := p.Events; ev != nil && ev.Fallback != nil {
+					ev.Fallback(p.Name, m)
+				}
+				cred = nil // the current credential did not work: confirm nothing
+			}
+		}
+	}
+	p.attempt(m, code, err)
+	if err != nil {
+		return nil, err
+	}
+	p.Succeeded(m, cred)
+	return t, nil
+}
+
+func (p *Pool) attempt(m *Member, code int, err error) {
+	if ev := p.Events; ev != nil && ev.Attempt != nil {
+		ev.Attempt(p.Name, m, code, err)
+	}
+}
+
+// Succeeded records that m worked with cred (nil: nothing to confirm).
+func (p *Pool) Succeeded(m *Member, cred *credentials.Credential) {
+	if cred != nil && m.auth != nil {
+		m.auth.Confirm(cred)
+	}
+	if m.MarkUp(p.now()) {
+		if ev := p.Events; ev != nil && ev.Up != nil {
+			ev.Up(p.Name, m, "request")
+		}
+	}
+}
+
+// Failed records a failed attempt through m: a failure caused by the member
+// marks it down. It reports whether another member may be tried.
+func (p *Pool) Failed(m *Member, err error) (retry bool) {
+	member, retry := Fault(err)
+	if member {
+		pe := proxystatus.From(err)
+		d := m.MarkDown(p.now(), p.Backoff, pe.Error())
+		if ev := p.Events; ev != nil && ev.Down != nil {
+			ev.Down(p.Name, m, d, err)
+		}
+	}
+	return retry
+}
+
+// Fault classifies a failed attempt through a member: whether the member
+// is to blame (it is then marked down), and whether trying another member
+// is worthwhile. Reaching the member failing, the member closing the
+// connection, and answers 407, 403 and 5xx are the member's fault and move
+// on; a 5xx in which the member says the destination failed (Squid's
+// X-Squid-Error ERR_CONNECT_FAIL, an RFC 9209 Proxy-Status destination or
+// DNS error) moves on without marking it down; a member that accepted the
+// connection but is slow to answer is not blamed (Squid answers CONNECT only
+// after reaching the destination) and not retried.
+func Fault(err error) (member, retry bool) {
+	var r *Refusal
+	if errors.As(err, &r) {
+		switch {
+		case r.Code == http.StatusProxyAuthRequired, r.Code == http.StatusForbidden:
+			return true, true
+		case r.Code >= 500:
+			return !r.DestinationFault, true
+		}
+		return false, false
+	}
 	var pe *proxystatus.Error
 	if !errors.As(err, &pe) || pe.Upstream == "" {
-		return false
+		return false, false
 	}
 	switch pe.Type {
 	case proxystatus.UpstreamAuthRequired, proxystatus.UpstreamRefused,
 		proxystatus.ConnectionRefused, proxystatus.ConnectionTimeout,
 		proxystatus.ConnectionTerminated, proxystatus.DestinationIPUnroute,
 		proxystatus.DNSError, proxystatus.DNSTimeout, proxystatus.DestinationNotFound,
-		proxystatus.TLSProtocolError, proxystatus.TLSCertificateError:
-		return true
+		proxystatus.TLSProtocolError, proxystatus.TLSCertificateError, proxystatus.HTTPProtocolError:
+		return true, true
 	}
-	return false
+	return false, false
 }
 
-func (p *Pool) dialMember(ctx context.Context, m *Member, target string) (*Tunnel, error) {
-	timeout := p.ConnectTimeout
-	if timeout <= 0 {
-		timeout = DefaultConnectTimeout
+// Retryable reports whether a failed attempt through one member may be
+// repeated with another (see Fault).
+func Retryable(err error) bool {
+	_, retry := Fault(err)
+	return retry
+}
+
+func hostOf(target string) string {
+	if i := strings.LastIndexByte(target, ':'); i >= 0 && !strings.HasSuffix(target, "]") {
+		target = target[:i]
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
+}
+
+func (p *Pool) timeout() time.Duration {
+	if p.ConnectTimeout > 0 {
+		return p.ConnectTimeout
+	}
+	return DefaultConnectTimeout
+}
+
+func (p *Pool) dialMember(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
 	if m.URL.Scheme == SchemeSOCKS5 {
-		return p.dialSOCKS(ctx, m, target)
+		t, err := p.dialSOCKS(ctx, m, target, cred)
+		return t, 0, err
 	}
+	c, err := p.DialMember(ctx, m)
+	if err != nil {
+		return nil, 0, err
+	}
+	auth := ""
+	if cred != nil {
+		auth = cred.AuthHeader()
+	}
+	prefix, err := Connect(ctx, c, target, auth, m.Name)
+	if err != nil {
+		c.Close()
+		code := 0
+		var r *Refusal
+		if errors.As(err, &r) {
+			code = r.Code
+		}
+		return nil, code, err
+	}
+	return &Tunnel{Conn: c, Member: m, Prefix: prefix}, http.StatusOK, nil
+}
+
+// DialMember connects to an http or https member: TCP, then TLS for https
+// (with TLSConfig). Failures name the member.
+func (p *Pool) DialMember(ctx context.Context, m *Member) (net.Conn, error) {
 	c, err := p.dial(ctx, m.URL.Host)
 	if err != nil {
 		return nil, memberErr(m, "connect to upstream", err)
 	}
-	if m.URL.Scheme == SchemeHTTPS {
-		cfg := &tls.Config{}
-		if p.TLSConfig != nil {
-			cfg = p.TLSConfig.Clone()
-		}
-		if cfg.ServerName == "" {
-			cfg.ServerName = m.URL.Hostname()
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			var ce *tls.CertificateVerificationError
-			t := proxystatus.TLSProtocolError
-			if errors.As(err, &ce) {
-				t = proxystatus.TLSCertificateError
-			}
-			return nil, &proxystatus.Error{Type: t, Upstream: m.Name, Detail: "TLS to upstream: " + err.Error(), Err: err}
-		}
-		c = tc
+	if m.URL.Scheme != SchemeHTTPS {
+		return c, nil
 	}
-	prefix, err := Connect(ctx, c, target, m.AuthHeader(), m.Name)
-	if err != nil {
+	cfg := &tls.Config{}
+	if p.TLSConfig != nil {
+		cfg = p.TLSConfig.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = m.URL.Hostname()
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
-		return nil, err
+		var ce *tls.CertificateVerificationError
+		t := proxystatus.TLSProtocolError
+		if errors.As(err, &ce) {
+			t = proxystatus.TLSCertificateError
+		}
+		return nil, &proxystatus.Error{Type: t, Upstream: m.Name, Detail: "TLS to upstream: " + err.Error(), Err: err}
 	}
-	return &Tunnel{Conn: c, Member: m, Prefix: prefix}, nil
+	return tc, nil
 }
 
 func (p *Pool) dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -158,15 +409,12 @@ func (p *Pool) dial(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-func (p *Pool) dialSOCKS(ctx context.Context, m *Member, target string) (*Tunnel, error) {
+func (p *Pool) dialSOCKS(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, error) {
 	var auth *proxy.Auth
-	if m.hasAuth {
-		auth = &proxy.Auth{User: m.user, Password: m.password}
+	if cred != nil {
+		auth = &proxy.Auth{User: cred.User, Password: cred.Password}
 	}
-	var fwd proxy.Dialer = proxy.Direct
-	if p.Dialer != nil {
-		fwd = ctxDialer{p.Dialer}
-	}
+	var fwd proxy.Dialer = ctxDialer{p}
 	d, err := proxy.SOCKS5("tcp", m.URL.Host, auth, fwd)
 	if err != nil {
 		return nil, memberErr(m, "socks5 upstream", err)
@@ -178,18 +426,14 @@ func (p *Pool) dialSOCKS(ctx context.Context, m *Member, target string) (*Tunnel
 	return &Tunnel{Conn: c, Member: m}, nil
 }
 
-type ctxDialer struct {
-	d interface {
-		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
-	}
-}
+type ctxDialer struct{ p *Pool }
 
 func (c ctxDialer) Dial(network, addr string) (net.Conn, error) {
-	return c.d.DialContext(context.Background(), network, addr)
+	return c.p.dial(context.Background(), addr)
 }
 
 func (c ctxDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	return c.d.DialContext(ctx, network, addr)
+	return c.p.dial(ctx, addr)
 }
 
 func memberErr(m *Member, doing string, err error) error {
@@ -218,7 +462,8 @@ var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 102
 // Connect performs an HTTP CONNECT handshake for target on c, which is
 // already connected to an HTTP proxy named name. auth is the
 // Proxy-Authorization value or "". It returns bytes that arrived after the
-// proxy's 200 answer. Failures are *proxystatus.Error values naming the proxy.
+// proxy's 200 answer. Failures are *proxystatus.Error values naming the
+// proxy; a refusal is a *Refusal.
 func Connect(ctx context.Context, c net.Conn, target, auth, name string) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
@@ -269,15 +514,30 @@ func Connect(ctx context.Context, c net.Conn, target, auth, name string) ([]byte
 	return nil, RefusalError(name, resp)
 }
 
-// RefusalError turns a non-2xx answer of an upstream proxy into an error.
+// Refusal is an upstream proxy's non-2xx answer. It wraps the
+// *proxystatus.Error egret answers with.
+type Refusal struct {
+	Err  *proxystatus.Error
+	Code int // the member's status code
+	// DestinationFault is set when the member said the failure was the
+	// destination's (it could not resolve or reach it).
+	DestinationFault bool
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// RefusalError turns a non-2xx answer of an upstream proxy into a *Refusal.
 // A 407 becomes UpstreamAuthRequired answered as 502, so the client is never
 // told its own credentials are wrong. Other statuses keep their code.
-func RefusalError(name string, resp *http.Response) *proxystatus.Error {
+func RefusalError(name string, resp *http.Response) error {
 	code := resp.StatusCode
 	e := &proxystatus.Error{Type: proxystatus.UpstreamRefused, Upstream: name, Status: code}
 	detail := fmt.Sprintf("upstream %s answered %d %s", name, code, http.StatusText(code))
 	if ps := resp.Header.Get("Proxy-Status"); ps != "" {
 		detail += " (" + ps + ")"
+	} else if se := resp.Header.Get("X-Squid-Error"); se != "" {
+		detail += " (" + se + ")"
 	}
 	switch {
 	case code == http.StatusProxyAuthRequired:
@@ -287,5 +547,37 @@ func RefusalError(name string, resp *http.Response) *proxystatus.Error {
 		e.Status = http.StatusBadGateway
 	}
 	e.Detail = detail
-	return e
+	return &Refusal{Err: e, Code: code, DestinationFault: code >= 500 && blamesDestination(resp.Header)}
+}
+
+// blamesDestination reports whether an upstream's error answer says the
+// destination, not the upstream, failed.
+func blamesDestination(h http.Header) bool {
+	if se := h.Get("X-Squid-Error"); se != "" {
+		code, _, _ := strings.Cut(se, " ")
+		switch code {
+		case "ERR_CONNECT_FAIL", "ERR_DNS_FAIL", "ERR_READ_TIMEOUT", "ERR_ZERO_SIZE_OBJECT", "ERR_CANNOT_FORWARD":
+			return true
+		}
+	}
+	if ps := h.Values("Proxy-Status"); len(ps) > 0 {
+		// The last element is the proxy closest to us: the member.
+		last := ps[len(ps)-1]
+		if i := strings.LastIndexByte(last, ','); i >= 0 {
+			last = last[i+1:]
+		}
+		for _, param := range strings.Split(last, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(param), "=")
+			if !ok || k != "error" {
+				continue
+			}
+			switch proxystatus.Type(strings.Trim(v, `"`)) {
+			case proxystatus.DNSTimeout, proxystatus.DNSError, proxystatus.DestinationNotFound,
+				proxystatus.DestinationUnavailable, proxystatus.DestinationIPUnroute,
+				proxystatus.ConnectionRefused, proxystatus.ConnectionTimeout:
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -67,7 +67,7 @@ func newWorld(t *testing.T) *world {
 	w.waitPort(t, partnerIP+":8443")
 	w.squid = squid.Start(t, squid.Options{
 		User: squidUser, Password: squidPass, Listen: squidAddr,
-		Hosts:   map[string]string{"partner.example.com": partnerIP},
+		Hosts:     map[string]string{"partner.example.com": partnerIP},
 		Namespace: ns,
 	})
 	for _, ip := range []string{paymentsIP, dbIP, partnerIP} {

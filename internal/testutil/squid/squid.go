@@ -221,3 +221,22 @@ func freePort(t testing.TB, ns Namespace) string {
 	_, p, _ := net.SplitHostPort(ln.Addr().String())
 	return p
 }
+
+// SetPassword changes (or adds) a user's password in Squid's password file,
+// the way an operator rotates a credential at the provider. Squid's helper
+// re-reads the file when it changes; Squid itself caches a validated
+// credential for auth_param basic credentialsttl (set it low with Extra).
+func (s *Squid) SetPassword(t testing.TB, user, password string) {
+	t.Helper()
+	htpasswd := testutil.NeedTool(t, "htpasswd")
+	pw := filepath.Join(s.dir, "passwd")
+	// The helper notices a change by mtime (one-second resolution): make
+	// sure the new file's mtime differs.
+	if st, err := os.Stat(pw); err == nil && time.Since(st.ModTime()) < time.Second {
+		time.Sleep(time.Second - time.Since(st.ModTime()) + 10*time.Millisecond)
+	}
+	if out, err := exec.Command(htpasswd, "-b", pw, user, password).CombinedOutput(); err != nil {
+		t.Fatalf("htpasswd: %v: %s", err, out)
+	}
+	os.Chmod(pw, 0o644)
+}

@@ -1,0 +1,136 @@
+package credentials
+
+import (
+	"encoding/base64"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Credential is a user name and password for Basic proxy authentication.
+// It is immutable.
+type Credential struct {
+	User     string
+	Password string
+	header   string
+}
+
+// New returns a Credential with its Proxy-Authorization value precomputed.
+func New(user, password string) *Credential {
+	return &Credential{User: user, Password: password,
+		header: "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))}
+}
+
+// AuthHeader is the Proxy-Authorization value ("Basic ...").
+func (c *Credential) AuthHeader() string { return c.header }
+
+// Same reports whether c and o hold the same user and password.
+func (c *Credential) Same(o *Credential) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return c.User == o.User && c.Password == o.Password
+}
+
+// String names the user only.
+func (c *Credential) String() string {
+	if c == nil {
+		return "<none>"
+	}
+	return "user " + c.User
+}
+
+// Format keeps %v, %+v and %#v from printing the password.
+func (c *Credential) Format(f fmt.State, verb rune) { fmt.Fprint(f, c.String()) }
+
+type state struct {
+	cur, prev *Credential
+	confirmed bool // cur has succeeded at least once
+}
+
+// Store is the credential shared by the upstream members that have none of
+// their own. It is safe for concurrent use; reading it costs one atomic
+// load.
+type Store struct {
+	st     atomic.Pointer[state]
+	mu     sync.Mutex // serialises writers
+	retire atomic.Pointer[func()]
+}
+
+// NewStore returns a Store holding c (which may be nil: no credential yet).
+func NewStore(c *Credential) *Store {
+	s := &Store{}
+	s.st.Store(&state{cur: c})
+	return s
+}
+
+// Current returns the credential to try first, or nil.
+func (s *Store) Current() *Credential { return s.st.Load().cur }
+
+// Fallback returns the previous credential while the current one has not
+// yet succeeded, or nil.
+func (s *Store) Fallback() *Credential {
+	st := s.st.Load()
+	if st.confirmed {
+		return nil
+	}
+	return st.prev
+}
+
+// OnRetire sets a function run (on the caller's goroutine) whenever a
+// credential stops being used: the previous one after the current one
+// succeeded. The proxy uses it to close keep-alive connections.
+func (s *Store) OnRetire(fn func()) { s.retire.Store(&fn) }
+
+// Set makes c the current credential. The credential that was current
+// becomes the fallback if it had worked (or was the only one); otherwise the
+// older fallback, the last one known to work, is kept. Set reports whether
+// anything changed.
+func (s *Store) Set(c *Credential) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.st.Load()
+	if old.cur.Same(c) {
+		return false
+	}
+	next := &state{cur: c, prev: old.prev}
+	if old.confirmed || old.prev == nil {
+		next.prev = old.cur
+	}
+	if next.prev.Same(c) {
+		next.prev = nil // rotated back to the fallback itself
+	}
+	s.st.Store(next)
+	return true
+}
+
+// Confirm records that c worked. When c is the current credential and a
+// previous one was kept, the previous one is dropped and the retire hook
+// runs. Confirm costs one atomic load when there is nothing to do.
+func (s *Store) Confirm(c *Credential) {
+	st := s.st.Load()
+	if st.confirmed || st.cur != c {
+		return
+	}
+	s.mu.Lock()
+	st = s.st.Load()
+	if st.confirmed || st.cur != c {
+		s.mu.Unlock()
+		return
+	}
+	s.st.Store(&state{cur: st.cur, confirmed: true})
+	hadPrev := st.prev != nil
+	s.mu.Unlock()
+	if hadPrev {
+		if fn := s.retire.Load(); fn != nil && *fn != nil {
+			(*fn)()
+		}
+	}
+}
+
+// Rotating reports whether a new credential is waiting for its first
+// success while the previous one is kept as a fallback.
+func (s *Store) Rotating() bool {
+	st := s.st.Load()
+	return !st.confirmed && st.prev != nil
+}

@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+
+	"egret.io/egret/internal/limit"
+	"egret.io/egret/internal/proxystatus"
+	"egret.io/egret/internal/resolve"
+	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/upstream"
+)
+
+// Protection is the gateway's hardening and the limits. The zero value
+// protects nothing and costs nothing on the request path.
+type Protection struct {
+	// ClientCIDRs, when set, are the only client addresses served; others
+	// get 403.
+	ClientCIDRs []netip.Prefix
+	// Guard, when set, refuses direct connections to the addresses it
+	// prohibits (SSRF): checked on each address dialled.
+	Guard *resolve.Guard
+	// Breakers, when set, fail requests to a destination fast after
+	// consecutive connection failures.
+	Breakers *limit.Breakers
+	// Destinations, when set, limits each destination host's request rate
+	// and concurrency.
+	Destinations *limit.Destinations
+	// Clients, when set, limits each client's requests and tunnels in
+	// flight.
+	Clients *limit.Clients
+	// Tunnels, when set, bounds the tunnels open at once.
+	Tunnels *limit.Counter
+}
+
+// releases collects functions to run once when a request or tunnel ends.
+type releases []func()
+
+func (r *releases) add(f func()) {
+	if f != nil {
+		*r = append(*r, f)
+	}
+}
+
+func (r *releases) run() {
+	fs := *r
+	*r = nil
+	for _, f := range fs {
+		f()
+	}
+}
+
+// admitClient applies the client allow-list and the per-client limit to
+// the request or tunnel of ev (whose client is "ip:port"). A refusal is
+// returned as the error to answer with; the client's slot is released when
+// ev finishes.
+func (s *Server) admitClient(ev *event) *proxystatus.Error {
+	p := &s.opts.Protection
+	if len(p.ClientCIDRs) == 0 && p.Clients == nil {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(ev.client)
+	ip := ap.Addr().Unmap()
+	if len(p.ClientCIDRs) > 0 {
+		allowed := false
+		if err == nil {
+			for _, c := range p.ClientCIDRs {
+				if c.Contains(ip) {
+					allowed = true
+					break
+				}
+			}
+		}
+		if !allowed {
+			s.countPolicy("client")
+			return &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: fmt.Sprintf("client %s is not on this proxy's client allow-list", ev.client)}
+		}
+	}
+	if p.Clients != nil && err == nil {
+		rel, lerr := p.Clients.Acquire(ip.String())
+		if lerr != nil {
+			return s.limitErr(lerr)
+		}
+		ev.release.add(rel)
+	}
+	return nil
+}
+
+// admitDest applies the breaker and the destination limits before
+// connecting to dest; tunnel also takes a slot of the tunnel limit. The
+// slots are added to rel. It reports whether the breaker was consulted
+// (the outcome must then be reported with reportDest).
+func (s *Server) admitDest(dest route.Dest, tunnel bool, rel *releases) (bool, error) {
+	p := &s.opts.Protection
+	if tunnel && p.Tunnels != nil {
+		r, err := p.Tunnels.Acquire()
+		if err != nil {
+			return false, s.limitErr(err)
+		}
+		rel.add(r)
+	}
+	if p.Destinations != nil {
+		r, err := p.Destinations.Acquire(dest.Host)
+		if err != nil {
+			rel.run()
+			return false, s.limitErr(err)
+		}
+		rel.add(r)
+	}
+	if p.Breakers != nil {
+		if err := p.Breakers.Allow(dest.String()); err != nil {
+			rel.run()
+			return false, s.limitErr(err)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// reportDest tells the breaker how connecting to dest went: a failure
+// counts only when it is the destination's (not a deny, a limit, a dead
+// pool or a failing member).
+func (s *Server) reportDest(dest route.Dest, err error) {
+	b := s.opts.Protection.Breakers
+	if b == nil {
+		return
+	}
+	if err == nil {
+		b.Report(dest.String(), true, "")
+		return
+	}
+	if destFault(err) {
+		b.Report(dest.String(), false, string(proxystatus.From(err).Type))
+		return
+	}
+	b.Cancel(dest.String())
+}
+
+// destFault reports whether a failure to reach a destination was the
+// destination's: it refused or timed out, or an upstream said so.
+func destFault(err error) bool {
+	var r *upstream.Refusal
+	if errors.As(err, &r) {
+		return r.DestinationFault
+	}
+	pe := proxystatus.From(err)
+	switch pe.Type {
+	case proxystatus.ConnectionReadTimeout:
+		return true // also through a member: it answers CONNECT after reaching the destination
+	case proxystatus.ConnectionRefused, proxystatus.ConnectionTimeout, proxystatus.DestinationIPUnroute,
+		proxystatus.DestinationUnavailable, proxystatus.ConnectionTerminated, proxystatus.HTTPResponseIncomplete:
+		return pe.Upstream == ""
+	}
+	return false
+}
+
+func (s *Server) limitErr(err error) *proxystatus.Error {
+	var le *limit.Error
+	var oe *limit.OpenError
+	switch {
+	case errors.As(err, &le):
+		s.countLimit(string(le.Kind))
+		st := http.StatusServiceUnavailable
+		if le.Kind == limit.KindRate || le.Kind == limit.KindClientConcurrency {
+			st = http.StatusTooManyRequests
+		}
+		return &proxystatus.Error{Type: proxystatus.ConnectionLimitReached, Status: st, Detail: le.Error(), Err: err}
+	case errors.As(err, &oe):
+		s.countLimit(string(limit.KindBreaker))
+		return &proxystatus.Error{Type: proxystatus.DestinationUnavailable, Status: http.StatusServiceUnavailable, Detail: oe.Error(), Err: err}
+	}
+	return proxystatus.From(err)
+}
+
+func (s *Server) countLimit(kind string) {
+	if s.m != nil {
+		s.m.LimitRejections.WithLabelValues(kind).Inc()
+	}
+}
+
+func (s *Server) countPolicy(policy string) {
+	if s.m != nil {
+		s.m.PolicyDenials.WithLabelValues(policy).Inc()
+	}
+}
+
+// guard returns an error when the SSRF guard prohibits a.
+func (s *Server) guard(dest route.Dest, a netip.Addr) *proxystatus.Error {
+	g := s.opts.Protection.Guard
+	if g == nil {
+		return nil
+	}
+	if bad, why := g.Prohibited(a); bad {
+		return &proxystatus.Error{Type: proxystatus.DestinationIPProhibit,
+			Detail: fmt.Sprintf("%s resolves to %s (%s), which this gateway does not connect to", dest.Host, a, why)}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package upstream
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Defaults for Probe fields left zero.
+const (
+	DefaultProbeInterval = 10 * time.Second
+	DefaultProbeTimeout  = 5 * time.Second
+)
+
+// Probe is an active health check: a CONNECT to Target through every
+// member on an interval. A success marks the member up (ending its
+// back-off early); a failure that is the member's fault marks it down.
+type Probe struct {
+	Target   string // host:port reached through each member
+	Interval time.Duration
+	Timeout  time.Duration
+}
+
+// RunProbes probes every member of the pool on pr's interval until ctx
+// ends. Members are probed concurrently so a dead one does not delay the
+// others.
+func (p *Pool) RunProbes(ctx context.Context, pr Probe) {
+	if pr.Target == "" {
+		return
+	}
+	every := pr.Interval
+	if every <= 0 {
+		every = DefaultProbeInterval
+	}
+	// Start at a random point of the first interval so replicas started
+	// together do not probe together.
+	first := time.NewTimer(time.Duration(rand.Int64N(int64(every)/4 + 1)))
+	defer first.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-first.C:
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		p.ProbeOnce(ctx, pr)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ProbeOnce probes every member once and waits for the results.
+func (p *Pool) ProbeOnce(ctx context.Context, pr Probe) {
+	timeout := pr.Timeout
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
+	var wg sync.WaitGroup
+	for _, m := range p.Current() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			t, err := p.probeMember(pctx, m, pr.Target)
+			if t != nil {
+				t.Close()
+			}
+			m.h.mu.Lock()
+			m.h.probedAt, m.h.probeOK = p.now(), err == nil
+			m.h.mu.Unlock()
+			if ev := p.Events; ev != nil && ev.Probed != nil {
+				ev.Probed(p.Name, m, err)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				p.Failed(m, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *Pool) probeMember(ctx context.Context, m *Member, target string) (*Tunnel, error) {
+	cred := m.Credential()
+	t, code, err := p.dialMember(ctx, m, target, cred)
+	if code == 407 && m.auth != nil {
+		if fb := m.auth.Fallback(); fb != nil {
+			t, _, err = p.dialMember(ctx, m, target, fb)
+			cred = nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil && m.auth != nil {
+		m.auth.Confirm(cred)
+	}
+	if m.MarkUp(p.now()) {
+		if ev := p.Events; ev != nil && ev.Up != nil {
+			ev.Up(p.Name, m, "probe")
+		}
+	}
+	return t, nil
+}

@@ -230,9 +230,13 @@ func (f forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	var buf [8]*upstream.Member
 	cands := p.AppendCandidates(buf[:0], fs.dest.Host, time.Now())
 	if len(cands) == 0 {
-		err := p.Unavailable()
-		f.s.countUpstreamErr(p.Name, err)
-		return nil, err
+		m := p.LastResort(time.Now())
+		if m == nil {
+			err := p.Unavailable()
+			f.s.countUpstreamErr(p.Name, err)
+			return nil, err
+		}
+		cands = append(cands, m)
 	}
 	idempotent := isIdempotent(req)
 	var last error

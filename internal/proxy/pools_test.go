@@ -194,8 +194,10 @@ func TestFailClosed(t *testing.T) {
 		{"deny-suffix-connect", "CONNECT", "api.blocked.test:" + tport, []int{403}, "http_request_denied"},
 		{"deny-resolved-cidr", "CONNECT", "inside.test:" + tport, []int{403}, "http_request_denied"},
 		{"dead-pool-connect", "CONNECT", "partner.test:" + tport, []int{502}, "connection_refused"},
-		{"dead-pool-http-then-unavailable", "GET", "partner.test:" + port, []int{503}, "pool_unavailable"},
-		{"dead-pool-connect-unavailable", "CONNECT", "partner.test:" + tport, []int{503}, "pool_unavailable"},
+		// Every member is down now: the pool still tries the one due back
+		// first, answers with its real error, and never goes direct.
+		{"dead-pool-http-last-resort", "GET", "partner.test:" + port, []int{502}, "connection_refused"},
+		{"dead-pool-connect-last-resort", "CONNECT", "partner.test:" + tport, []int{502}, "connection_refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

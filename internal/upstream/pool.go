@@ -185,6 +185,29 @@ func (p *Pool) Unavailable() *proxystatus.Error {
 	return &proxystatus.Error{Type: proxystatus.PoolUnavailable, Detail: detail}
 }
 
+// LastResort returns the member to try when every member is down: the one
+// due back first, so a pool whose only member failed once (a restart, a
+// password being rotated) answers with that member's real error and
+// recovers on the first success instead of refusing everything for the
+// back-off. It returns nil when that member's last failure was a timeout:
+// trying again would only make the client wait, so the pool fails fast.
+func (p *Pool) LastResort(now time.Time) *Member {
+	var soonest *Member
+	for _, m := range p.snapshot().all {
+		if soonest == nil || m.h.downUntil.Load() < soonest.h.downUntil.Load() {
+			soonest = m
+		}
+	}
+	if soonest == nil {
+		return nil
+	}
+	st := soonest.State(now)
+	if strings.Contains(st.LastError, "timeout") {
+		return nil
+	}
+	return soonest
+}
+
 // ResetHealth marks every member up: after a change that may have fixed
 // them (new credentials), they get a fresh chance at once.
 func (p *Pool) ResetHealth() {
@@ -212,7 +235,11 @@ func (p *Pool) DialTunnel(ctx context.Context, target string) (*Tunnel, error) {
 	var buf [8]*Member
 	cands := p.AppendCandidates(buf[:0], hostOf(target), p.now())
 	if len(cands) == 0 {
-		return nil, p.Unavailable()
+		m := p.LastResort(p.now())
+		if m == nil {
+			return nil, p.Unavailable()
+		}
+		cands = append(cands, m)
 	}
 	var last error
 	for _, m := range cands {

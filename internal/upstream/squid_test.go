@@ -130,6 +130,16 @@ func TestPoolFailoverRealSquids(t *testing.T) {
 	if pe := proxystatus.From(err); pe.Type != proxystatus.ConnectionRefused || pe.Upstream != "http://"+good.Addr {
 		t.Fatalf("last member dead: %v", err)
 	}
+	// All members down: the one due back first is still tried (its real
+	// error comes back); nothing goes direct.
+	_, err = p.DialTunnel(context.Background(), "partner.test:"+port)
+	if pe := proxystatus.From(err); pe.Upstream == "" || pe.Type == proxystatus.PoolUnavailable {
+		t.Fatalf("all members down, last resort: %v", err)
+	}
+	// When that member's last failure was a timeout, the pool fails fast.
+	for _, m := range p.Current() {
+		m.MarkDown(time.Now(), p.Backoff, "connection_timeout via "+m.Name)
+	}
 	_, err = p.DialTunnel(context.Background(), "partner.test:"+port)
 	if pe := proxystatus.From(err); pe.Type != proxystatus.PoolUnavailable || pe.Code() != 503 {
 		t.Fatalf("all members down: %v", err)

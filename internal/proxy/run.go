@@ -18,6 +18,7 @@ import (
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/socks5"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -34,7 +35,8 @@ type RunOptions struct {
 
 // Addrs are the addresses Run listens on ("" when a listener is off).
 type Addrs struct {
-	Proxy, Admin string
+	Proxy, Admin       string
+	Transparent, SOCKS string
 }
 
 // BuildState turns a configuration into the proxy's routing state.
@@ -134,10 +136,28 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 			}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
+		s.NoteListener(al.Addr())
+	}
+	var tl, sl net.Listener
+	for _, x := range []struct {
+		name, addr string
+		ln         *net.Listener
+		out        *string
+	}{{"transparent", cfg.TransparentListen, &tl, &addrs.Transparent}, {"socks", cfg.SOCKSListen, &sl, &addrs.SOCKS}} {
+		if x.addr == "" {
+			continue
+		}
+		ln, err := listen("tcp", x.addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("%s listener: %w", x.name, err)
+		}
+		lns = append(lns, ln)
+		*x.ln, *x.out = ln, ln.Addr().String()
 	}
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 4)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -152,9 +172,29 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 			}
 		}()
 	}
+	serveRaw := func(name string, serve func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+	}
+	if tl != nil {
+		serveRaw("transparent", func() error { return s.ServeTransparent(tl, TransparentOptions{}) })
+	}
+	if sl != nil {
+		var so SOCKSOptions
+		if a := cfg.SOCKSAuth; a != nil {
+			so.Auth.Check = socks5.StaticCredentials(a.User, a.Password)
+		}
+		serveRaw("socks", func() error { return s.ServeSOCKS(sl, so) })
+	}
 	ready.Store(true)
 	m.Ready.Set(1)
 	log.Info("egret proxy ready", "role", string(cfg.Role), "listen", addrs.Proxy, "admin", addrs.Admin,
+		"transparent", addrs.Transparent, "socks", addrs.SOCKS,
 		"default_route", routeString(cfg.Default, cfg.DefaultPool), "rules", len(cfg.Rules), "pools", poolSummary(cfg),
 		"startup_ms", float64(time.Since(started).Microseconds())/1000)
 	if ro.Started != nil {
@@ -217,6 +257,12 @@ func status(s *Server, cfg *config.Proxy, version string, started time.Time, add
 	out.Listeners = append(out.Listeners, "proxy "+addrs.Proxy)
 	if addrs.Admin != "" {
 		out.Listeners = append(out.Listeners, "admin "+addrs.Admin)
+	}
+	if addrs.Transparent != "" {
+		out.Listeners = append(out.Listeners, "transparent "+addrs.Transparent)
+	}
+	if addrs.SOCKS != "" {
+		out.Listeners = append(out.Listeners, "socks5 "+addrs.SOCKS)
 	}
 	for i, r := range st.Routes.Rules() {
 		out.Routes = append(out.Routes, admin.RouteStatus{Index: i, Match: matchString(r.Match), Action: routeString(r.Action, r.Pool), Source: r.Source})

@@ -53,9 +53,9 @@ func TestTransparentSquid(t *testing.T) {
 		squidLog string // substring of a Squid access log line; "" = Squid must not see it
 	}{
 		{
-			name: "tls-routes-by-sni-through-squid",
-			orig: "127.0.0.1:" + tport,
-			curl: []string{"--cacert", caFile, "--connect-to", "partner.test:" + tport + ":%s", "https://partner.test:" + tport + "/"},
+			name:    "tls-routes-by-sni-through-squid",
+			orig:    "127.0.0.1:" + tport,
+			curl:    []string{"--cacert", caFile, "--connect-to", "partner.test:" + tport + ":%s", "https://partner.test:" + tport + "/"},
 			wantOut: "tls origin sni=partner.test host=partner.test:" + tport,
 			dest:    "partner.test:" + tport,
 			fields: map[string]string{"sniffed": "tls", "orig_dst": "127.0.0.1:" + tport, "route": "upstream", "reason": "default",

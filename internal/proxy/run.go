@@ -37,6 +37,9 @@ type RunOptions struct {
 type Addrs struct {
 	Proxy, Admin       string
 	Transparent, SOCKS string
+	// TransparentIPv6 is [::1]:port beside a loopback Transparent address,
+	// where ip6tables REDIRECT delivers IPv6 connections.
+	TransparentIPv6 string
 }
 
 // BuildState turns a configuration into the proxy's routing state.
@@ -138,26 +141,30 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 		}
 		s.NoteListener(al.Addr())
 	}
-	var tl, sl net.Listener
-	for _, x := range []struct {
-		name, addr string
-		ln         *net.Listener
-		out        *string
-	}{{"transparent", cfg.TransparentListen, &tl, &addrs.Transparent}, {"socks", cfg.SOCKSListen, &sl, &addrs.SOCKS}} {
-		if x.addr == "" {
-			continue
-		}
-		ln, err := listen("tcp", x.addr)
-		if err != nil {
+	var tlns []net.Listener
+	var sl net.Listener
+	if cfg.TransparentListen != "" {
+		if tlns, err = listenTransparent(listen, cfg.TransparentListen, log); err != nil {
 			closeAll()
-			return fmt.Errorf("%s listener: %w", x.name, err)
+			return fmt.Errorf("transparent listener: %w", err)
 		}
-		lns = append(lns, ln)
-		*x.ln, *x.out = ln, ln.Addr().String()
+		lns = append(lns, tlns...)
+		addrs.Transparent = tlns[0].Addr().String()
+		if len(tlns) > 1 {
+			addrs.TransparentIPv6 = tlns[1].Addr().String()
+		}
+	}
+	if cfg.SOCKSListen != "" {
+		if sl, err = listen("tcp", cfg.SOCKSListen); err != nil {
+			closeAll()
+			return fmt.Errorf("socks listener: %w", err)
+		}
+		lns = append(lns, sl)
+		addrs.SOCKS = sl.Addr().String()
 	}
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -181,7 +188,7 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 			}
 		}()
 	}
-	if tl != nil {
+	for _, tl := range tlns {
 		serveRaw("transparent", func() error { return s.ServeTransparent(tl, TransparentOptions{}) })
 	}
 	if sl != nil {
@@ -194,7 +201,7 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	ready.Store(true)
 	m.Ready.Set(1)
 	log.Info("egret proxy ready", "role", string(cfg.Role), "listen", addrs.Proxy, "admin", addrs.Admin,
-		"transparent", addrs.Transparent, "socks", addrs.SOCKS,
+		"transparent", addrs.Transparent, "transparent_ipv6", addrs.TransparentIPv6, "socks", addrs.SOCKS,
 		"default_route", routeString(cfg.Default, cfg.DefaultPool), "rules", len(cfg.Rules), "pools", poolSummary(cfg),
 		"startup_ms", float64(time.Since(started).Microseconds())/1000)
 	if ro.Started != nil {
@@ -258,8 +265,10 @@ func status(s *Server, cfg *config.Proxy, version string, started time.Time, add
 	if addrs.Admin != "" {
 		out.Listeners = append(out.Listeners, "admin "+addrs.Admin)
 	}
-	if addrs.Transparent != "" {
-		out.Listeners = append(out.Listeners, "transparent "+addrs.Transparent)
+	for _, a := range []string{addrs.Transparent, addrs.TransparentIPv6} {
+		if a != "" {
+			out.Listeners = append(out.Listeners, "transparent "+a)
+		}
 	}
 	if addrs.SOCKS != "" {
 		out.Listeners = append(out.Listeners, "socks5 "+addrs.SOCKS)

@@ -5,6 +5,7 @@ package squid
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -28,6 +29,13 @@ type Options struct {
 	Listen string
 	// Extra is appended to squid.conf.
 	Extra string
+	// Wrap, when set, returns the command line that runs argv, for example
+	// inside a network namespace (ip netns exec NAME argv...). Listen must
+	// then be given.
+	Wrap func(argv []string) []string
+	// Dial checks that Squid listens (from inside that namespace); nil
+	// means net.Dialer from this process.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Squid is a running Squid.
@@ -58,6 +66,9 @@ func Start(t testing.TB, o Options) *Squid {
 	// Squid drops privileges to its own user: let it read and write here.
 	os.Chmod(dir, 0o777)
 	listen := o.Listen
+	if listen == "" && o.Wrap != nil {
+		t.Fatal("squid: Options.Wrap needs Options.Listen")
+	}
 	if listen == "" {
 		listen = "127.0.0.1:" + freePort(t)
 	}
@@ -110,7 +121,11 @@ forwarded_for on
 	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-N", "-f", confPath)
+	argv := []string{bin, "-N", "-f", confPath}
+	if o.Wrap != nil {
+		argv = o.Wrap(argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	logf, _ := os.Create(filepath.Join(dir, "squid.out"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -127,9 +142,16 @@ forwarded_for on
 		}
 		os.RemoveAll(dir)
 	})
+	dial := o.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", listen, 200*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		c, err := dial(ctx, "tcp", listen)
+		cancel()
 		if err == nil {
 			c.Close()
 			break

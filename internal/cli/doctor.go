@@ -1,18 +1,122 @@
 package cli
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
 
 	"github.com/spf13/cobra"
+
+	"egret.io/egret/internal/doctor"
 )
 
-// TODO(egret): placeholder until the doctor command lands.
+// Exit codes of `egret doctor`.
+const (
+	doctorExitFailed = 1 // at least one check failed
+	doctorExitUsage  = 2 // bad flags
+)
+
 func newDoctorCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "doctor",
-		Short: "doctor (not implemented yet)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("doctor: not implemented yet")
+	var (
+		o          doctor.Options
+		output     string
+		verbose    bool
+		resolvConf string
+		pid1       string
+		nameserver string
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor [--echo URL] [--internal NAME ...] [--proxy URL] [-o text|json]",
+		Short: "Run the in-pod egress runbook: environment, DNS, proxy answer, egress IP, runtimes",
+		Long: `doctor runs from inside a pod (kubectl exec) and checks, in parallel:
+
+  env        the proxy variables in both cases
+  pid1-env   PID 1's real environment (/proc/1/environ) against this shell's
+  no-proxy   NO_PROXY against the cluster destinations, for the runtimes in the image
+  dns        the internal names, the echo host and the proxy host, with the search list
+  direct     each internal name, its FQDN and ClusterIP reached directly (TCP; HTTP for URLs)
+  runtimes   what each runtime (noproxy models) does with the internal names and the echo URL,
+             and for a name sent to the proxy, what the proxy answers (a NO_PROXY hole)
+  proxy      the proxy's answer to CONNECT for the echo server, decoded: 407 credentials,
+             403 policy or IP allow-list, 502/503 NO_PROXY hole or dead target (egret's
+             Proxy-Status names the error and the upstream), refused, timeout
+  egress-ip  the address an egret echo server sees with and without the proxy
+
+Each check says pass, warn or fail, what it saw and what to do. Proxy URLs are
+shown without their password.
+
+Runtimes: go, plus those found on PATH (curl, wget, python, node, java, ruby,
+dotnet); --client replaces the list. Internal names: NAME, NAME:PORT or an
+http(s) URL; a NAME without a port means 443 for the API server names
+(kubernetes...) and 80 otherwise. Default: kubernetes.default.svc and its FQDN
+(cluster domain from resolv.conf's search list).
+
+Exit status: 0 every check passed (warnings allowed), 1 at least one check
+failed, 2 bad usage.`,
+		Example: `  kubectl exec deploy/orders -- egret doctor --echo http://echo.example.com:8080/
+  egret doctor --internal payments:8080 --internal http://inventory.shop/healthz -o json
+  egret doctor --proxy http://egret-gateway.egress:3128 --echo http://203.0.113.7:8080/`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &ExitError{Code: doctorExitUsage, Err: fmt.Errorf("doctor takes no arguments (got %q): use --internal NAME", args[0])}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			usage := func(err error) error { return &ExitError{Code: doctorExitUsage, Err: err} }
+			if output != "text" && output != "json" {
+				return usage(fmt.Errorf("unknown output format %q (want text or json)", output))
+			}
+			if o.Proxy != "" {
+				if u, err := url.Parse(o.Proxy); err == nil && u.User != nil {
+					if _, has := u.User.Password(); has {
+						fmt.Fprintln(cmd.ErrOrStderr(), "egret: warning: a password in --proxy is visible to other processes (ps); prefer the HTTPS_PROXY variable")
+					}
+				}
+			}
+			d := doctor.Deps{ResolvConf: resolvConf, PID1Environ: pid1}
+			if nameserver != "" {
+				if _, _, err := net.SplitHostPort(nameserver); err != nil {
+					nameserver = net.JoinHostPort(nameserver, "53")
+				}
+				d.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+					var nd net.Dialer
+					return nd.DialContext(ctx, network, nameserver)
+				}}
+			}
+			outs, err := doctor.Run(cmd.Context(), o, d)
+			if err != nil {
+				return usage(err)
+			}
+			w := cmd.OutOrStdout()
+			if output == "json" {
+				err = doctor.WriteJSON(w, outs)
+			} else {
+				err = doctor.WriteText(w, outs, verbose)
+			}
+			if err != nil {
+				return fmt.Errorf("write report: %w", err)
+			}
+			if doctor.Worst(outs) == doctor.Fail {
+				return &ExitError{Code: doctorExitFailed}
+			}
+			return nil
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: doctorExitUsage, Err: err}
+	})
+	f := cmd.Flags()
+	f.StringVar(&o.Echo, "echo", "", "URL of an `egret echo` server outside the cluster (enables the proxy CONNECT and egress IP checks)")
+	f.StringSliceVar(&o.Internal, "internal", nil, "in-cluster destination: NAME, NAME:PORT or http(s) URL (repeatable; default kubernetes.default.svc and its FQDN)")
+	f.StringVar(&o.Proxy, "proxy", "", "proxy URL to test instead of the environment's (prefer the variables for credentials)")
+	f.StringSliceVar(&o.Clients, "client", nil, "runtimes to predict (noproxy client names, repeatable, or all; default go and those on PATH)")
+	f.DurationVar(&o.Timeout, "timeout", doctor.DefaultTimeout, "bound of each network operation (lookup, connect, answer)")
+	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.BoolVarP(&verbose, "verbose", "v", false, "text output: details of passing checks too")
+	f.StringVar(&resolvConf, "resolv-conf", doctor.DefaultResolvConf, "resolv.conf to read the search list from")
+	f.StringVar(&pid1, "pid1-environ", doctor.DefaultPID1Environ, "environment file of the application's process")
+	f.StringVar(&nameserver, "nameserver", "", "ask this DNS server (HOST[:PORT]) instead of the system resolver, e.g. the cluster DNS")
+	return cmd
 }

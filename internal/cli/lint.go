@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"egret.io/egret/internal/lint"
+	"egret.io/egret/internal/noproxy"
 )
 
 // Exit codes of `egret lint`.
@@ -24,6 +25,8 @@ func newLintCmd() *cobra.Command {
 		domain      string
 		apiIPs      []string
 		expectProxy string
+		metadata    []string
+		docsBase    string
 	)
 	cmd := &cobra.Command{
 		Use:   "lint [flags] PATH|- ...",
@@ -81,17 +84,32 @@ objects are still printed).`,
 					cl.APIServerIPs = append(cl.APIServerIPs, a)
 				}
 			}
+			if cmd.Flags().Changed("metadata-address") {
+				cl.MetadataAddrs = []netip.Addr{} // given: exactly these, none when empty
+				for _, list := range metadata {
+					for _, s := range strings.Split(list, ",") {
+						if s = strings.TrimSpace(s); s == "" {
+							continue
+						}
+						a, err := netip.ParseAddr(s)
+						if err != nil {
+							return usage(fmt.Errorf("--metadata-address: %w", err))
+						}
+						cl.MetadataAddrs = append(cl.MetadataAddrs, a)
+					}
+				}
+			}
 			objs, readErr := lint.ReadPaths(args, cmd.InOrStdin())
 			findings, checkErr := lint.Check(objs, lint.Options{Cluster: cl})
 			out := cmd.OutOrStdout()
 			var err error
 			switch output {
 			case "json":
-				err = lint.WriteJSON(out, findings)
+				err = lint.WriteJSON(out, findings, docsBase)
 			case "sarif":
-				err = lint.WriteSARIF(out, findings, Version)
+				err = lint.WriteSARIF(out, findings, Version, docsBase)
 			default:
-				err = lint.WriteText(out, findings, len(objs))
+				err = lint.WriteText(out, findings, len(objs), docsBase)
 			}
 			if err != nil {
 				return fmt.Errorf("write report: %w", err)
@@ -117,5 +135,7 @@ objects are still printed).`,
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.StringSliceVar(&apiIPs, "api-server-ip", nil, "API server / kubernetes Service addresses that NO_PROXY must cover (repeatable)")
 	f.StringVar(&expectProxy, "expect-proxy", "", "proxy URL pods must use (report variables naming another proxy)")
+	f.StringVar(&docsBase, "docs-base", lint.DefaultDocsBase, "where the rule links point: the README or its published URL (SARIF helpUri needs an absolute URL)")
+	f.StringSliceVar(&metadata, "metadata-address", []string{noproxy.DefaultMetadataAddr}, "cloud metadata addresses that NO_PROXY must cover (repeatable; \"\" checks none)")
 	return cmd
 }

@@ -237,7 +237,8 @@ func (b *entryList) result() *Result {
 // same value.
 func Compute(in Inputs, o Options) *Result {
 	b := newEntryList()
-	for _, v := range []string{"localhost", "127.0.0.1", "::1"} {
+	for _, v := range []string{"localhost", "127.0.0.1", "::1", "[::1]"} {
+		// "[::1]": urllib, undici <8.10, proxy-from-env, .NET and Java match IPv6 only in brackets.
 		b.add(v, KindLoopback, "default")
 	}
 	d := o.domain()

@@ -27,7 +27,7 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
-const base = "localhost,127.0.0.1,::1,kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,.svc,.svc.cluster.local,.cluster.local"
+const base = "localhost,127.0.0.1,::1,[::1],kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,.svc,.svc.cluster.local,.cluster.local"
 
 func TestCompute(t *testing.T) {
 	tests := []struct {

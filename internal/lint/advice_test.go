@@ -15,6 +15,8 @@ func TestAdviceFixesTheFinding(t *testing.T) {
 		"default": {},
 		"with-cidrs": {CIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.244.0.0/16")},
 			APIServerIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}},
+		"metadata-v4-v6": {MetadataAddrs: []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254")}},
+		"no-metadata":    {MetadataAddrs: []netip.Addr{}},
 	}
 	images := []string{"busybox", "python:3.12-slim", "node:24", "curlimages/curl"}
 	for cname, cl := range clusters {

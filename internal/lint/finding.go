@@ -2,6 +2,7 @@ package lint
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -93,15 +94,28 @@ type Finding struct {
 	Line int
 }
 
-// Docs returns the documentation link of the finding's rule.
-func (f Finding) Docs() string { return DocsURL(f.Rule) }
+// DefaultDocsBase is the page the rule anchors point into when no other home
+// is given: egret's README, as a relative reference (it resolves in a
+// checkout of egret and wherever the README is published beside the
+// report). `egret lint --docs-base URL` points the links elsewhere.
+const DefaultDocsBase = "README.md"
 
-// DocsBase is the README the rule anchors point into.
-const DocsBase = "https://github.com/egret-io/egret/blob/main/README.md"
+// DocsURL returns the link that documents rule id: base#id, where base is
+// the README (or its published copy; "" means DefaultDocsBase), which has a
+// heading per rule named after its ID.
+func DocsURL(base, id string) string {
+	if base == "" {
+		base = DefaultDocsBase
+	}
+	return base + "#" + id
+}
 
-// DocsURL returns the README anchor that documents rule id (the README has a
-// heading per rule named after its ID).
-func DocsURL(id string) string { return DocsBase + "#" + id }
+// absoluteURI reports whether s is an absolute URI (has a scheme), which
+// SARIF's helpUri and informationUri require.
+func absoluteURI(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme != "" && u.IsAbs()
+}
 
 // MaxSeverity returns the highest severity among fs, or 0 when fs is empty.
 func MaxSeverity(fs []Finding) Severity {

@@ -84,7 +84,7 @@ func TestBrokenFixtures(t *testing.T) {
 
 func textOf(fs []Finding) string {
 	var b bytes.Buffer
-	_ = WriteText(&b, fs, 0)
+	_ = WriteText(&b, fs, 0, "")
 	return b.String()
 }
 
@@ -140,19 +140,22 @@ func TestNoProxyFromConfigMapJudgedOnValue(t *testing.T) {
 	}
 }
 
+// goldenDocsBase is the absolute docs base the SARIF goldens are written with.
+const goldenDocsBase = "https://github.com/egret-io/egret/blob/main/README.md"
+
 func TestGoldenReports(t *testing.T) {
 	for _, dir := range []string{"broken", "good"} {
 		objs, fs := lintFiles(t, filepath.Join("testdata", dir))
 		t.Run(dir+"-text", func(t *testing.T) {
 			var b bytes.Buffer
-			if err := WriteText(&b, fs, len(objs)); err != nil {
+			if err := WriteText(&b, fs, len(objs), ""); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, dir+".text.golden", b.Bytes())
 		})
 		t.Run(dir+"-json", func(t *testing.T) {
 			var b bytes.Buffer
-			if err := WriteJSON(&b, fs); err != nil {
+			if err := WriteJSON(&b, fs, ""); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, dir+".json.golden", b.Bytes())
@@ -173,7 +176,8 @@ func TestGoldenReports(t *testing.T) {
 		})
 		t.Run(dir+"-sarif", func(t *testing.T) {
 			var b bytes.Buffer
-			if err := WriteSARIF(&b, fs, "dev"); err != nil {
+			// An absolute docs base, as code scanning wants it (--docs-base).
+			if err := WriteSARIF(&b, fs, "dev", goldenDocsBase); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, dir+".sarif.golden", b.Bytes())

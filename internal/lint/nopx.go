@@ -39,7 +39,7 @@ func noProxyClients(c *container) []string {
 }
 
 func lintOptions(cl Cluster, clients []string) noproxy.LintOptions {
-	return noproxy.LintOptions{Clients: clients, ClusterCIDRs: cl.CIDRs, ClusterDomain: cl.Domain, APIServerIPs: cl.APIServerIPs}
+	return noproxy.LintOptions{Clients: clients, ClusterCIDRs: cl.CIDRs, ClusterDomain: cl.Domain, APIServerIPs: cl.APIServerIPs, MetadataAddrs: cl.MetadataAddrs}
 }
 
 var varRef = regexp.MustCompile(`^\$\(([A-Za-z_][A-Za-z0-9_]*)\)$`)
@@ -80,7 +80,7 @@ var essentialCache sync.Map
 // the cluster and these clients: the fixes of the essentials an empty
 // NO_PROXY misses. The result must not be modified.
 func essentialEntries(cl Cluster, clients []string) []string {
-	key := fmt.Sprint(cl.Domain, cl.CIDRs, cl.APIServerIPs, clients)
+	key := fmt.Sprint(cl.Domain, cl.CIDRs, cl.APIServerIPs, cl.MetadataAddrs == nil, cl.MetadataAddrs, clients)
 	if v, ok := essentialCache.Load(key); ok {
 		return v.([]string)
 	}

@@ -28,15 +28,15 @@ type jsonFinding struct {
 
 // WriteJSON writes findings as a JSON array (an empty array when there are
 // none). Each element has rule, severity, message, file, object ("Kind/
-// namespace/name"), kind, name, docs and, when known, line, namespace,
-// container and field.
-func WriteJSON(w io.Writer, fs []Finding) error {
+// namespace/name"), kind, name, docs (DocsURL(docsBase, rule)) and, when
+// known, line, namespace, container and field.
+func WriteJSON(w io.Writer, fs []Finding, docsBase string) error {
 	out := make([]jsonFinding, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, jsonFinding{
 			Rule: f.Rule, Severity: f.Severity, Message: f.Message, File: f.File, Line: f.Line,
 			Object: f.Object.String(), Kind: f.Object.Kind, Namespace: f.Object.Namespace, Name: f.Object.Name,
-			Container: f.Container, Field: f.Field, Docs: f.Docs(),
+			Container: f.Container, Field: f.Field, Docs: DocsURL(docsBase, f.Rule),
 		})
 	}
 	enc := json.NewEncoder(w)
@@ -45,9 +45,10 @@ func WriteJSON(w io.Writer, fs []Finding) error {
 	return enc.Encode(out)
 }
 
-// WriteText writes findings for people: one block per finding and a summary
-// line counting them over objects objects.
-func WriteText(w io.Writer, fs []Finding, objects int) error {
+// WriteText writes findings for people: one block per finding (with its
+// DocsURL under docsBase) and a summary line counting them over objects
+// objects.
+func WriteText(w io.Writer, fs []Finding, objects int, docsBase string) error {
 	var b strings.Builder
 	counts := map[Severity]int{}
 	for _, f := range fs {
@@ -63,7 +64,7 @@ func WriteText(w io.Writer, fs []Finding, objects int) error {
 		if f.Container != "" {
 			what += ", container " + f.Container
 		}
-		fmt.Fprintf(&b, "%s%s [%s] %s\n    %s\n    see %s\n", loc, f.Severity, f.Rule, what, f.Message, f.Docs())
+		fmt.Fprintf(&b, "%s%s [%s] %s\n    %s\n    see %s\n", loc, f.Severity, f.Rule, what, f.Message, DocsURL(docsBase, f.Rule))
 	}
 	plural := func(n int, s string) string {
 		if n == 1 || s == "info" {
@@ -94,7 +95,7 @@ type (
 	sarifDriver struct {
 		Name           string      `json:"name"`
 		Version        string      `json:"version,omitempty"`
-		InformationURI string      `json:"informationUri"`
+		InformationURI string      `json:"informationUri,omitempty"`
 		Rules          []sarifRule `json:"rules"`
 	}
 	sarifRule struct {
@@ -103,7 +104,7 @@ type (
 		ShortDescription     sarifText      `json:"shortDescription"`
 		FullDescription      sarifText      `json:"fullDescription"`
 		Help                 sarifHelp      `json:"help"`
-		HelpURI              string         `json:"helpUri"`
+		HelpURI              string         `json:"helpUri,omitempty"`
 		DefaultConfiguration sarifConfig    `json:"defaultConfiguration"`
 		Properties           map[string]any `json:"properties,omitempty"`
 	}
@@ -162,21 +163,35 @@ func sarifLevel(s Severity) string {
 
 // WriteSARIF writes findings as a SARIF 2.1.0 log for code-scanning tools.
 // Every rule is listed in tool.driver.rules; version is the tool version.
-func WriteSARIF(w io.Writer, fs []Finding, version string) error {
-	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "egret", Version: version, InformationURI: DocsBase}}, Results: []sarifResult{}}
+// The help text links DocsURL(docsBase, rule); helpUri and informationUri,
+// which SARIF wants absolute, are written only when docsBase is an absolute
+// URL.
+func WriteSARIF(w io.Writer, fs []Finding, version, docsBase string) error {
+	if docsBase == "" {
+		docsBase = DefaultDocsBase
+	}
+	abs := absoluteURI(docsBase)
+	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "egret", Version: version}}, Results: []sarifResult{}}
+	if abs {
+		run.Tool.Driver.InformationURI = docsBase
+	}
 	index := map[string]int{}
 	for i, r := range rules {
 		index[r.ID] = i
-		run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, sarifRule{
+		docs := DocsURL(docsBase, r.ID)
+		rule := sarifRule{
 			ID:                   r.ID,
 			Name:                 camel(r.ID),
 			ShortDescription:     sarifText{Text: r.Summary},
 			FullDescription:      sarifText{Text: r.Help},
-			Help:                 sarifHelp{Text: r.Help + "\nSee " + DocsURL(r.ID), Markdown: r.Help + "\n\n[Documentation](" + DocsURL(r.ID) + ")"},
-			HelpURI:              DocsURL(r.ID),
+			Help:                 sarifHelp{Text: r.Help + "\nSee " + docs, Markdown: r.Help + "\n\n[Documentation](" + docs + ")"},
 			DefaultConfiguration: sarifConfig{Level: sarifLevel(r.Severity)},
 			Properties:           map[string]any{"tags": []string{"kubernetes", "egress", "proxy"}, "scope": r.Scope()},
-		})
+		}
+		if abs {
+			rule.HelpURI = docs
+		}
+		run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, rule)
 	}
 	for _, f := range fs {
 		idx, ok := index[f.Rule]

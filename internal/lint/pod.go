@@ -42,6 +42,11 @@ type Cluster struct {
 	// APIServerIPs are the addresses of the kubernetes Service and API server
 	// endpoints a pod's NO_PROXY must cover; nil: not checked.
 	APIServerIPs []netip.Addr
+	// MetadataAddrs are the cloud instance metadata addresses a pod's
+	// NO_PROXY must cover. nil means noproxy.DefaultMetadataAddr
+	// (169.254.169.254); an empty, non-nil slice checks none (clusters
+	// without a metadata service).
+	MetadataAddrs []netip.Addr
 	// Proxy is the proxy URL pods are expected to use (the sidecar or the
 	// gateway Service); "": any proxy is accepted.
 	Proxy string

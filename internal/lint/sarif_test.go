@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -44,11 +45,15 @@ func TestSARIFValidAgainstSchema(t *testing.T) {
 			t.Fatal("schema accepted level \"fatal\"")
 		}
 	})
-	for _, tc := range []struct{ name, dir string }{{"broken", "testdata/broken"}, {"good", "testdata/good"}} {
+	for _, tc := range []struct{ name, dir, docsBase string }{
+		{"broken", "testdata/broken", goldenDocsBase},
+		{"good", "testdata/good", goldenDocsBase},
+		{"broken-relative-docs", "testdata/broken", ""},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, fs := lintFiles(t, tc.dir)
 			var b bytes.Buffer
-			if err := WriteSARIF(&b, fs, "dev"); err != nil {
+			if err := WriteSARIF(&b, fs, "dev", tc.docsBase); err != nil {
 				t.Fatal(err)
 			}
 			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b.Bytes()))
@@ -67,8 +72,13 @@ func TestSARIFValidAgainstSchema(t *testing.T) {
 				t.Errorf("driver lists %d rules, want %d", len(run.Tool.Driver.Rules), len(Rules()))
 			}
 			for _, r := range run.Tool.Driver.Rules {
-				if r.HelpURI == "" || r.Help.Text == "" || r.ShortDescription.Text == "" {
-					t.Errorf("rule %s lacks help, helpUri or description", r.ID)
+				if r.Help.Text == "" || r.ShortDescription.Text == "" || !strings.Contains(r.Help.Text, "See "+DocsURL(tc.docsBase, r.ID)) {
+					t.Errorf("rule %s lacks help, a docs link or a description", r.ID)
+				}
+				// helpUri must be an absolute URI: set for an absolute base,
+				// left out for the relative default.
+				if wantURI := tc.docsBase != ""; (r.HelpURI != "") != wantURI {
+					t.Errorf("rule %s: helpUri %q with docs base %q", r.ID, r.HelpURI, tc.docsBase)
 				}
 			}
 			if len(run.Results) != len(fs) {

@@ -65,13 +65,29 @@ type LintOptions struct {
 	ClusterCIDRs  []netip.Prefix // Service and Pod CIDRs that must go direct
 	ClusterDomain string         // "" = cluster.local
 	APIServerIPs  []netip.Addr   // the kubernetes Service IP and endpoints
-	External      []string       // names that must use the proxy (fixed egress)
+	// MetadataAddrs are the cloud instance metadata addresses that must go
+	// direct. nil means DefaultMetadataAddr (169.254.169.254); an empty,
+	// non-nil slice checks none (a cluster without a metadata service).
+	MetadataAddrs []netip.Addr
+	External      []string // names that must use the proxy (fixed egress)
 	// Env is the environment the value comes from, when known: it enables
 	// the both-case checks (NO_PROXY vs no_proxy, HTTP_PROXY vs http_proxy).
 	Env Env
 	// SkipEssentials turns off RuleMissingEssential (for values that are not
 	// meant to be a pod's whole NO_PROXY).
 	SkipEssentials bool
+}
+
+// DefaultMetadataAddr is the cloud instance metadata address (AWS, GCP,
+// Azure, OpenStack) a pod's NO_PROXY must cover unless told otherwise.
+const DefaultMetadataAddr = "169.254.169.254"
+
+// metadataAddrs returns the metadata addresses with the default applied.
+func (o LintOptions) metadataAddrs() []netip.Addr {
+	if o.MetadataAddrs == nil {
+		return []netip.Addr{netip.MustParseAddr(DefaultMetadataAddr)}
+	}
+	return o.MetadataAddrs
 }
 
 // HasErrors reports whether any finding is an error.
@@ -170,12 +186,22 @@ func Lint(value string, opts LintOptions) []Finding {
 	}
 	var fs []Finding
 	entries, errs := Parse(value)
+	bare := bareIPv6Entries(entries)
 	for _, err := range errs {
 		ee, _ := err.(*EntryError)
 		f := Finding{Rule: RuleUnreadableEntry, Severity: SeverityWarning, Message: err.Error() + "; egret and Go ignore it"}
 		if ee != nil {
 			f.Entry = ee.Entry
 			f.Fix = "remove it or write a host name, IP address or CIDR"
+			if a, ok := bracketedIPv6(ee.Entry); ok {
+				if bare[a] {
+					// The recommended pair ("::1,[::1]"): the bracketed form
+					// is for the clients that need it, Go reads the bare one.
+					continue
+				}
+				f.Message = fmt.Sprintf("entry %s: Go and egret read IPv6 entries only without brackets, so they ignore it", q(ee.Entry))
+				f.Fix = fmt.Sprintf("add %s beside it (keep %s for the clients that need brackets)", q(a.String()), q(ee.Entry))
+			}
 		}
 		fs = append(fs, f)
 	}
@@ -197,12 +223,19 @@ func Lint(value string, opts LintOptions) []Finding {
 			}
 			continue
 		}
-		env := lintEnv(e.Raw)
+		probeValue, fix := e.Raw, entryFix(e)
+		if pair, ok := bracketedPair(e, value); ok {
+			// The value already lists both spellings: judge them together,
+			// and do not recommend what is already there.
+			probeValue = e.Raw + "," + pair
+			fix = "no NO_PROXY spelling helps these clients: call the address by a name they bypass"
+		}
+		env := lintEnv(probeValue)
 		for _, p := range entryProbes(e) {
 			wrong, throws := decideAll(clients, env, p.url, p.direct)
 			if len(throws) > 0 {
 				fs = append(fs, Finding{Rule: RuleEntryMisread, Severity: SeverityWarning, Entry: e.Raw, Clients: throws,
-					Message: fmt.Sprintf("entry %s makes %s fail for %s", q(e.Raw), strings.Join(throws, ", "), p.url), Fix: entryFix(e)})
+					Message: fmt.Sprintf("entry %s makes %s fail for %s", q(e.Raw), strings.Join(throws, ", "), p.url), Fix: fix})
 			}
 			if len(wrong) == 0 {
 				continue
@@ -212,7 +245,7 @@ func Lint(value string, opts LintOptions) []Finding {
 				verb = "also matches " + p.what
 			}
 			fs = append(fs, Finding{Rule: RuleEntryMisread, Severity: SeverityWarning, Entry: e.Raw, Clients: wrong,
-				Message: fmt.Sprintf("entry %s %s in %s", q(e.Raw), verb, strings.Join(wrong, ", ")), Fix: entryFix(e)})
+				Message: fmt.Sprintf("entry %s %s in %s", q(e.Raw), verb, strings.Join(wrong, ", ")), Fix: fix})
 		}
 		if e.Kind == KindDomain && !e.Apex {
 			// ".x.com": who also covers x.com itself?
@@ -244,6 +277,46 @@ func Lint(value string, opts LintOptions) []Finding {
 	}
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Severity > fs[j].Severity })
 	return fs
+}
+
+// bracketedIPv6 reports whether raw is a bracketed IPv6 address without a
+// port ("[::1]") and returns the address.
+func bracketedIPv6(raw string) (netip.Addr, bool) {
+	if len(raw) < 3 || raw[0] != '[' || raw[len(raw)-1] != ']' {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(raw[1 : len(raw)-1])
+	if err != nil || !a.Is6() || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+// bareIPv6Entries returns the IPv6 addresses listed without brackets and
+// without a port.
+func bareIPv6Entries(entries []Entry) map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, e := range entries {
+		if e.Kind == KindIP && e.Port == 0 && e.Prefix.Addr().Is6() && !strings.HasPrefix(e.Raw, "[") {
+			m[e.Prefix.Addr()] = true
+		}
+	}
+	return m
+}
+
+// bracketedPair returns the bracketed spelling of a bare IPv6 entry e when
+// value lists it too (the pair entryFix recommends).
+func bracketedPair(e Entry, value string) (string, bool) {
+	if e.Kind != KindIP || e.Port != 0 || !e.Prefix.Addr().Is6() || strings.HasPrefix(e.Raw, "[") {
+		return "", false
+	}
+	for _, raw := range strings.Split(value, ",") {
+		raw = strings.TrimSpace(raw)
+		if a, ok := bracketedIPv6(raw); ok && a == e.Prefix.Addr() {
+			return raw, true
+		}
+	}
+	return "", false
 }
 
 // entryFix suggests a spelling every client reads the same way.
@@ -333,11 +406,19 @@ func lintEssentials(value string, entries []Entry, clients []Client, domain stri
 		{"https://kubernetes.default/", []string{"kubernetes.default"}, "the API server name kubernetes.default"},
 		{"https://kubernetes.default.svc/", []string{"kubernetes.default.svc"}, "the API server name kubernetes.default.svc"},
 		{"https://kubernetes.default.svc." + domain + "/", []string{"kubernetes.default.svc." + domain}, "the API server FQDN"},
-		{"http://169.254.169.254/", []string{"169.254.169.254"}, "the cloud metadata address"},
-		{"http://localhost/", []string{"localhost"}, "localhost"},
-		{"http://127.0.0.1/", []string{"127.0.0.1"}, "127.0.0.1"},
-		{"http://[::1]/", []string{"::1", "[::1]"}, "::1"},
 	}
+	for _, a := range opts.metadataAddrs() {
+		fix := []string{a.String()}
+		if a.Is6() {
+			fix = append(fix, "["+a.String()+"]")
+		}
+		ess = append(ess, essential{hostURL(a.String(), 0), fix, "the cloud metadata address"})
+	}
+	ess = append(ess,
+		essential{"http://localhost/", []string{"localhost"}, "localhost"},
+		essential{"http://127.0.0.1/", []string{"127.0.0.1"}, "127.0.0.1"},
+		essential{"http://[::1]/", []string{"::1", "[::1]"}, "::1"},
+	)
 	for _, ip := range opts.APIServerIPs {
 		ess = append(ess, essential{hostURL(ip.String(), 443), []string{ip.String()}, "the API server address " + ip.String()})
 	}

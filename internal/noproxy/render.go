@@ -93,7 +93,10 @@ func RenderConfigMap(noProxy, namespace string) (string, error) {
 // -Dhttp.nonProxyHosts form ("|"-separated, Java globs). Entries Java cannot
 // express are dropped and reported in warnings:
 //   - "x.com" → "x.com|*.x.com"; ".x.com" → "*.x.com|x.com"; "*.x.com" → "*.x.com"
-//   - IPv4 CIDRs on an octet boundary → "10.*", "10.1.*", ...; others dropped
+//   - IPv4 CIDRs → "10.*", "10.1.*", ...; one off an octet boundary is first
+//     split exactly into octet-aligned pieces (OctetAligned: 10.96.0.0/12 →
+//     10.96.*|...|10.111.*), and dropped when that takes more than
+//     MaxOctetPieces
 //   - IPv6 addresses → "[fd00::1]"; IPv6 CIDRs dropped (except /128)
 //   - "host:port" entries are dropped (Java has no per-port bypass)
 func JavaNonProxyHosts(noProxy string) (string, []string) {
@@ -144,29 +147,68 @@ func JavaNonProxyHosts(noProxy string) (string, []string) {
 			p := e.Prefix
 			a := p.Addr()
 			switch {
-			case a.Is4() && p.Bits()%8 == 0:
-				if p.Bits() == 0 {
-					add("*")
+			case a.Is4() && p.Bits() == 0:
+				add("*")
+			case a.Is4():
+				pieces := OctetAligned(p)
+				if pieces == nil {
+					warnings = append(warnings, fmt.Sprintf("entry %q dropped for Java: http.nonProxyHosts has no CIDRs and /%d would take more than %d octet wildcards", e.Raw, p.Bits(), MaxOctetPieces))
 					continue
 				}
-				o := a.As4()
-				parts := make([]string, 0, 4)
-				for i := 0; i < p.Bits()/8; i++ {
-					parts = append(parts, strconv.Itoa(int(o[i])))
-				}
-				if p.Bits() == 32 {
-					add(strings.Join(parts, "."))
-				} else {
-					add(strings.Join(parts, ".") + ".*")
+				for _, piece := range pieces {
+					add(octetGlob(piece))
 				}
 			case a.Is6() && p.Bits() == 128:
 				add("[" + a.String() + "]")
 			default:
-				warnings = append(warnings, fmt.Sprintf("entry %q dropped for Java: http.nonProxyHosts has no CIDRs and /%d is not on an octet boundary", e.Raw, p.Bits()))
+				warnings = append(warnings, fmt.Sprintf("entry %q dropped for Java: http.nonProxyHosts has no CIDRs and cannot express IPv6 ranges", e.Raw))
 			}
 		}
 	}
 	return strings.Join(out, "|"), warnings
+}
+
+// MaxOctetPieces caps how many octet-aligned prefixes OctetAligned splits
+// one IPv4 prefix into.
+const MaxOctetPieces = 64
+
+// OctetAligned splits an IPv4 prefix into the prefixes whose length is a
+// multiple of 8 that cover exactly the same addresses (10.96.0.0/12 ->
+// 10.96.0.0/16 ... 10.111.0.0/16), or returns nil when that takes more than
+// MaxOctetPieces or p is not IPv4. An aligned prefix is returned as is.
+func OctetAligned(p netip.Prefix) []netip.Prefix {
+	p = p.Masked()
+	if !p.Addr().Is4() || !p.IsValid() {
+		return nil
+	}
+	bits := (p.Bits() + 7) / 8 * 8
+	n := 1 << (bits - p.Bits())
+	if n > MaxOctetPieces {
+		return nil
+	}
+	a := p.Addr().As4()
+	base := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	step := uint32(1) << (32 - bits) // 0 only for bits == 0, when n == 1
+	out := make([]netip.Prefix, 0, n)
+	for i := range n {
+		v := base + uint32(i)*step
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), bits))
+	}
+	return out
+}
+
+// octetGlob writes an octet-aligned IPv4 prefix as a Java glob: "10.*",
+// "10.96.*", "192.168.1.*", or the address itself for a /32.
+func octetGlob(p netip.Prefix) string {
+	o := p.Addr().As4()
+	parts := make([]string, 0, 4)
+	for i := 0; i < p.Bits()/8; i++ {
+		parts = append(parts, strconv.Itoa(int(o[i])))
+	}
+	if p.Bits() == 32 {
+		return strings.Join(parts, ".")
+	}
+	return strings.Join(parts, ".") + ".*"
 }
 
 // JavaToolOptions returns the -D options for JAVA_TOOL_OPTIONS: http(s).proxyHost

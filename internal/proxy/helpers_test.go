@@ -70,7 +70,7 @@ type proxyConf struct {
 	timeouts Timeouts
 }
 
-func startProxy(t *testing.T, pc proxyConf) *testProxy {
+func startProxy(t testing.TB, pc proxyConf) *testProxy {
 	t.Helper()
 	if pc.def == 0 {
 		pc.def = route.Direct

@@ -18,6 +18,10 @@ const growAfter = 2
 
 var pools [len(sizes)]sync.Pool
 
+// held counts buffers taken from the pools and not yet returned (tests
+// check that idle tunnels hold none).
+var held atomic.Int64
+
 func init() {
 	for i := range pools {
 		n := sizes[i]
@@ -121,16 +125,20 @@ func (t *Tunnel) copy(dst, src net.Conn, prefix []byte, n *atomic.Int64) {
 		if buf != nil {
 			pools[class].Put(buf)
 			buf = nil
+			held.Add(-1)
 		}
 	}
 	defer release()
 	for {
-		if !w.wait(release) {
-			// Not pollable (a TLS conn, say) or the wait failed: the read
-			// below blocks, or reports the failure.
+		// Where the source is not pollable (a TLS connection, say) wait
+		// does nothing and the read below blocks holding its buffer.
+		if err := w.wait(release); err != nil {
+			t.fail(err)
+			return
 		}
 		if buf == nil {
 			buf = pools[class].Get().(*[]byte)
+			held.Add(1)
 		}
 		r, rerr := src.Read(*buf)
 		if r > 0 {

@@ -4,4 +4,4 @@ package relay
 
 const canPeek = false
 
-func (w *waiter) wait(release func()) bool { return false }
+func (w *waiter) wait(release func()) error { return nil }

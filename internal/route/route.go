@@ -152,6 +152,12 @@ func NewDest(host string, port uint16) (Dest, error) {
 	if h == "" {
 		return Dest{}, errors.New("empty host")
 	}
+	if strings.HasSuffix(h, ".") {
+		// "10.1.2.3." is the address, not a name.
+		if _, err := netip.ParseAddr(h[:len(h)-1]); err == nil {
+			h = h[:len(h)-1]
+		}
+	}
 	if a, err := netip.ParseAddr(h); err == nil {
 		if a.Zone() != "" {
 			return Dest{}, fmt.Errorf("host %q: zoned addresses are not destinations", host)
@@ -160,6 +166,9 @@ func NewDest(host string, port uint16) (Dest, error) {
 		return Dest{Host: a.String(), Port: port, Addr: a}, nil
 	}
 	h = strings.ToLower(strings.TrimSuffix(h, "."))
+	if h == "" {
+		return Dest{}, fmt.Errorf("host %q: empty name", host)
+	}
 	if err := checkName(h); err != nil {
 		return Dest{}, err
 	}
@@ -201,6 +210,9 @@ func checkName(h string) error {
 			return fmt.Errorf("host %q: invalid character %q", h, c)
 		}
 		last = c
+	}
+	if last == '.' {
+		return fmt.Errorf("host %q: empty label", h)
 	}
 	return nil
 }

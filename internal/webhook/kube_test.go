@@ -302,13 +302,13 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 		if err == nil {
 			t.Fatal("pod with NO_PROXY=localhost admitted under enforce")
 		}
-		for _, want := range []string{"denied the request", "no-proxy-incomplete", "container app", "add .svc,.cluster.local,kubernetes.default.svc", "10.96.0.0/16", "10.244.0.0/23"} {
+		for _, want := range []string{"denied the request", "no-proxy-incomplete", "container app", "add .svc,.cluster.local,kubernetes", "169.254.169.254", "10.96.0.0/16", "10.244.0.0/23"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("denial lacks %q: %v", want, err)
 			}
 		}
 		good := mk(strict, "fixed", nil, bad...)
-		full := "localhost,127.0.0.1,::1,.svc,.cluster.local,kubernetes.default.svc,10.96.0.1,10.96.0.0/16,10.244.0.0/23"
+		full := "localhost,127.0.0.1,::1,[::1],.svc,.cluster.local,kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,169.254.169.254,10.96.0.1,10.96.0.0/16,10.244.0.0/23"
 		// Plus the API server's own addresses, as its EndpointSlice lists them.
 		eps, err := c.Clientset.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
 		if err != nil {

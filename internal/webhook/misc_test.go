@@ -3,53 +3,17 @@ package webhook
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/version"
+
+	"egret.io/egret/internal/discovery"
 )
-
-func TestJavaNonProxyHosts(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []string
-		want string
-	}{
-		// Names and suffixes: noproxy's translation (Go's reading: a name covers its subdomains).
-		{"suffixes-and-names", []string{".svc", "db.corp", "kubernetes"}, "*.svc|svc|db.corp|*.db.corp|kubernetes|*.kubernetes"},
-		{"cidrs-octet-aligned-and-expanded", []string{"10.0.0.0/8", "10.96.0.0/12", "192.168.1.0/24", "10.1.2.3/32"},
-			"10.*|10.96.*|10.97.*|10.98.*|10.99.*|10.100.*|10.101.*|10.102.*|10.103.*|10.104.*|10.105.*|10.106.*|10.107.*|10.108.*|10.109.*|10.110.*|10.111.*|192.168.1.*|10.1.2.3"},
-		{"too-wide-to-expand-dropped", []string{"10.0.0.0/1", "fd00::/8"}, ""},
-		{"ipv6-bracketed", []string{"::1", "FD00:EC2::254"}, "[::1]|[fd00:ec2::254]"},
-		{"ports-dropped-star-kept", []string{"example.com:8080", "*", "*.corp"}, "*|*.corp"},
-		{"duplicates-once", []string{".svc", "*.svc", "x.y", "X.Y"}, "*.svc|svc|x.y|*.x.y"},
-		{"octet-aligned-split-exact", []string{"10.244.0.0/23", "192.168.0.0/22"}, "10.244.0.*|10.244.1.*|192.168.0.*|192.168.1.*|192.168.2.*|192.168.3.*"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := javaNonProxyHosts(tt.in); got != tt.want {
-				t.Errorf("got  %s\nwant %s", got, tt.want)
-			}
-		})
-	}
-}
-
-func FuzzJavaNonProxyHosts(f *testing.F) {
-	f.Add("10.96.0.0/12,.svc,[::1],a.b:80")
-	f.Fuzz(func(t *testing.T, s string) {
-		got := javaNonProxyHosts(strings.Split(s, ","))
-		if strings.ContainsAny(got, ", \t\n/") {
-			t.Fatalf("%q -> %q: separator or CIDR in a nonProxyHosts value", s, got)
-		}
-		for _, e := range strings.Split(got, "|") {
-			if strings.Contains(strings.Trim(e, "*"), "*") {
-				t.Fatalf("%q -> entry %q: '*' inside", s, e)
-			}
-		}
-	})
-}
 
 func TestNativeSidecarsSupported(t *testing.T) {
 	tests := []struct {
@@ -160,5 +124,35 @@ func TestValidate(t *testing.T) {
 				t.Errorf("injected pod: denied=%q warnings=%q", res.Denied, res.Warnings)
 			}
 		})
+	}
+}
+
+// TestLintClusterMetadata: the validating webhook requires the metadata
+// addresses discovery publishes (IPv6 ones only in a cluster with IPv6
+// ranges), and none when discovery was told to leave them out.
+func TestLintClusterMetadata(t *testing.T) {
+	v4 := discovery.Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": {netip.MustParsePrefix("10.96.0.0/16")}}}
+	dual := discovery.Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": {netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/108")}}}
+	tests := []struct {
+		name string
+		in   discovery.Inputs
+		opts discovery.Options
+		want string
+	}{
+		{"ipv4-cluster-default", v4, discovery.Options{}, "[169.254.169.254]"},
+		{"dual-stack-default", dual, discovery.Options{}, "[169.254.169.254 fd00:ec2::254]"},
+		{"left-out", v4, discovery.Options{MetadataAddresses: []string{}}, "[]"},
+		{"custom", v4, discovery.Options{MetadataAddresses: []string{"100.100.100.200"}}, "[100.100.100.200]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := lintCluster(discovery.Compute(tt.in, tt.opts))
+			if got := fmt.Sprint(c.MetadataAddrs); got != tt.want || c.MetadataAddrs == nil {
+				t.Errorf("MetadataAddrs = %s (nil %v), want %s", got, c.MetadataAddrs == nil, tt.want)
+			}
+		})
+	}
+	if c := lintCluster(nil); c.MetadataAddrs != nil {
+		t.Errorf("no discovery: MetadataAddrs = %v, want nil (lint's default)", c.MetadataAddrs)
 	}
 }

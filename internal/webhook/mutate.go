@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/noproxy"
 )
 
 // Input is what Mutate and Validate know besides the pod.
@@ -175,10 +176,12 @@ func desiredEnv(proxyURL, host string, port int, noProxy *discovery.Result) desi
 		{"NODE_USE_ENV_PROXY", "1"},
 	}
 	ps := strconv.Itoa(port)
+	// noproxy splits CIDRs off an octet boundary into exact octet wildcards.
+	nonProxyHosts, _ := noproxy.JavaNonProxyHosts(strings.Join(noProxy.Values(), ","))
 	d.java = []javaProp{
 		{"http.proxyHost", host}, {"http.proxyPort", ps},
 		{"https.proxyHost", host}, {"https.proxyPort", ps},
-		{"http.nonProxyHosts", javaNonProxyHosts(noProxy.Values())},
+		{"http.nonProxyHosts", nonProxyHosts},
 	}
 	return d
 }

@@ -96,7 +96,7 @@ func TestMutate(t *testing.T) {
 			),
 			ns: ns("shop", optedIn, nil), mode: Gateway, golden: true,
 			warnings: []string{
-				"container app: kept your NO_PROXY; it lacks 127.0.0.1,::1,kubernetes,",
+				"container app: kept your NO_PROXY; it lacks 127.0.0.1,::1,[::1],kubernetes,",
 				"container app: kept your HTTPS_PROXY=http://bob:xxxxx@corp-proxy:8080 (egret would set http://egret-gateway.egret-system.svc:3128)",
 				"container app: kept your -Dhttp.proxyHost in JAVA_TOOL_OPTIONS",
 			},

@@ -122,6 +122,11 @@ func lintCluster(r *discovery.Result) lint.Cluster {
 	if r == nil {
 		return c
 	}
+	// The metadata addresses discovery put in the cluster's NO_PROXY (none
+	// when it was told to leave them out); IPv6 ones only in a cluster with
+	// IPv6 ranges, since an IPv4-only pod never reaches them.
+	c.MetadataAddrs = []netip.Addr{}
+	var metadata []netip.Addr
 	for _, e := range r.Entries {
 		switch e.Kind {
 		case discovery.KindServiceCIDR, discovery.KindPodCIDR:
@@ -132,10 +137,23 @@ func lintCluster(r *discovery.Result) lint.Cluster {
 			if a, err := netip.ParseAddr(e.Value); err == nil && !a.IsLoopback() {
 				c.APIServerIPs = append(c.APIServerIPs, a)
 			}
+		case discovery.KindMetadata:
+			if a, err := netip.ParseAddr(e.Value); err == nil {
+				metadata = append(metadata, a)
+			}
 		case discovery.KindClusterName:
 			if strings.HasPrefix(e.Value, ".svc.") {
 				c.Domain = strings.TrimPrefix(e.Value, ".svc.")
 			}
+		}
+	}
+	v6 := false
+	for _, p := range c.CIDRs {
+		v6 = v6 || p.Addr().Is6()
+	}
+	for _, a := range metadata {
+		if a.Is4() || v6 {
+			c.MetadataAddrs = append(c.MetadataAddrs, a)
 		}
 	}
 	return c

@@ -56,9 +56,6 @@ const (
 	proxyUID = 1337
 	appUID   = 1000
 
-	squidUser = "egret"
-	squidPass = "sq:p@ss/w%rd"
-	squidEnc  = "sq%3Ap%40ss%2Fw%25rd"
 	socksUser = "app"
 	socksPass = "s0cks-p@ss"
 )
@@ -75,7 +72,7 @@ func TestTransparentPod(t *testing.T) {
 	netns.Require(t, "go", "curl", "openssl", "setpriv", "squid", "htpasswd", "sysctl",
 		"iptables-nft-save", "iptables-nft-restore", "ip6tables-nft-save", "ip6tables-nft-restore")
 	dir := sharedDir(t)
-	bin := buildEgret(t, dir)
+	bin := egretBin // built by TestMain
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -99,10 +96,9 @@ func TestTransparentPod(t *testing.T) {
 	// The upstream: Squid with Basic auth on the pod's gateway address.
 	sq := squid.Start(t, squid.Options{
 		User: squidUser, Password: squidPass,
-		Hosts:  map[string]string{partner: outIP, partnerAP: outIP},
-		Listen: net.JoinHostPort(gwIP, freePort(t, gw, gwIP)),
-		Wrap:   func(argv []string) []string { return append([]string{"ip", "netns", "exec", gw.Name}, argv...) },
-		Dial:   gw.Dial,
+		Hosts:     map[string]string{partner: outIP, partnerAP: outIP},
+		Listen:    net.JoinHostPort(gwIP, freePort(t, gw, gwIP)),
+		Namespace: gw,
 	})
 
 	// The init container.
@@ -469,39 +465,6 @@ func sharedDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-var (
-	buildOnce sync.Once
-	buildErr  error
-	built     []byte
-)
-
-// buildEgret builds the static egret binary (once per test run) into dir.
-func buildEgret(t *testing.T, dir string) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		tmp, err := os.MkdirTemp("", "egret-e2e-build-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		defer os.RemoveAll(tmp)
-		cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, "egret"), "egret.io/egret/cmd/egret")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		built, buildErr = os.ReadFile(filepath.Join(tmp, "egret"))
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	bin := filepath.Join(dir, "egret")
-	if err := os.WriteFile(bin, built, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
 }
 
 func writeFile(t *testing.T, path, content string) {

@@ -29,13 +29,18 @@ type Options struct {
 	Listen string
 	// Extra is appended to squid.conf.
 	Extra string
-	// Wrap, when set, returns the command line that runs argv, for example
-	// inside a network namespace (ip netns exec NAME argv...). Listen must
-	// then be given.
-	Wrap func(argv []string) []string
-	// Dial checks that Squid listens (from inside that namespace); nil
-	// means net.Dialer from this process.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Namespace, when set (a *netns.NS), runs Squid inside that network
+	// namespace; Listen is then an address there ("" means 127.0.0.1 with a
+	// port free there).
+	Namespace Namespace
+}
+
+// Namespace is where Squid runs when not in the test's own network
+// namespace: a *netns.NS.
+type Namespace interface {
+	Command(ctx context.Context, argv ...string) *exec.Cmd
+	Listen(network, addr string) (net.Listener, error)
+	Dial(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Squid is a running Squid.
@@ -66,11 +71,8 @@ func Start(t testing.TB, o Options) *Squid {
 	// Squid drops privileges to its own user: let it read and write here.
 	os.Chmod(dir, 0o777)
 	listen := o.Listen
-	if listen == "" && o.Wrap != nil {
-		t.Fatal("squid: Options.Wrap needs Options.Listen")
-	}
 	if listen == "" {
-		listen = "127.0.0.1:" + freePort(t)
+		listen = "127.0.0.1:" + freePort(t, o.Namespace)
 	}
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "http_port %s\n", listen)
@@ -121,11 +123,16 @@ forwarded_for on
 	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	argv := []string{bin, "-N", "-f", confPath}
-	if o.Wrap != nil {
-		argv = o.Wrap(argv)
+	cmd := exec.Command(bin, "-N", "-f", confPath)
+	dial := func() (net.Conn, error) { return net.DialTimeout("tcp", listen, 200*time.Millisecond) }
+	if o.Namespace != nil {
+		cmd = o.Namespace.Command(context.Background(), bin, "-N", "-f", confPath)
+		dial = func() (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			return o.Namespace.Dial(ctx, "tcp", listen)
+		}
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
 	logf, _ := os.Create(filepath.Join(dir, "squid.out"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -142,16 +149,9 @@ forwarded_for on
 		}
 		os.RemoveAll(dir)
 	})
-	dial := o.Dial
-	if dial == nil {
-		var d net.Dialer
-		dial = d.DialContext
-	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		c, err := dial(ctx, "tcp", listen)
-		cancel()
+		c, err := dial()
 		if err == nil {
 			c.Close()
 			break
@@ -208,8 +208,12 @@ func (s *Squid) WaitLog(t testing.TB, substr string) string {
 	return ""
 }
 
-func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(t testing.TB, ns Namespace) string {
+	listen := net.Listen
+	if ns != nil {
+		listen = ns.Listen
+	}
+	ln, err := listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,165 @@
+package relay
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// pair returns two connected TCP connections on loopback.
+func pair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// tunnel builds client ⇄ [A relay B] ⇄ server and returns the outer ends.
+func tunnel(t testing.TB, aPrefix, bPrefix []byte) (client, server net.Conn, res chan Result, tun *Tunnel) {
+	client, a := pair(t)
+	b, server := pair(t)
+	tun = New(a, b)
+	res = make(chan Result, 1)
+	tun.Start(aPrefix, bPrefix, func(r Result) { res <- r })
+	return client, server, res, tun
+}
+
+func TestRelayBothWaysWithHalfClose(t *testing.T) {
+	client, server, res, _ := tunnel(t, []byte("early:"), []byte("banner:"))
+	up := make([]byte, 3<<20)
+	rand.Read(up)
+	go func() {
+		client.Write(up)
+		client.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(server) // ends when the client's half-close arrives
+	if err != nil || !bytes.Equal(got, append([]byte("early:"), up...)) {
+		t.Fatalf("server got %d bytes (%v), want the prefix then %d bytes", len(got), err, len(up))
+	}
+	// The other direction still works after the half-close.
+	io.WriteString(server, "reply")
+	server.Close()
+	back, _ := io.ReadAll(client)
+	if string(back) != "banner:reply" {
+		t.Errorf("client got %q", back)
+	}
+	select {
+	case r := <-res:
+		if r.Up != int64(len(up)+6) || r.Down != 12 || r.Err != nil {
+			t.Errorf("result %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("tunnel did not end")
+	}
+}
+
+func TestRelayCloseEndsBothSides(t *testing.T) {
+	client, server, res, tun := tunnel(t, nil, nil)
+	tun.Close()
+	for _, c := range []net.Conn{client, server} {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("read after Close: %v, want EOF", err)
+		}
+	}
+	select {
+	case <-res:
+	case <-time.After(5 * time.Second):
+		t.Fatal("done was not called")
+	}
+}
+
+func TestRelayResetEndsTunnel(t *testing.T) {
+	client, server, res, _ := tunnel(t, nil, nil)
+	server.(*net.TCPConn).SetLinger(0)
+	server.Close() // RST
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(client); err != nil && !isClosed(err) {
+		t.Logf("client read: %v", err)
+	}
+	select {
+	case <-res:
+	case <-time.After(5 * time.Second):
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Fatalf("tunnel did not end after a reset\n%s", buf[:n])
+	}
+}
+
+func isClosed(err error) bool { return err != nil }
+
+// Idle tunnels hold no relay buffer: memory for thousands of quiet tunnels
+// is only their goroutines and sockets.
+func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
+	var clients []net.Conn
+	for i := 0; i < 50; i++ {
+		c, s, _, _ := tunnel(t, nil, nil)
+		io.WriteString(c, "x")
+		buf := make([]byte, 1)
+		io.ReadFull(s, buf)
+		clients = append(clients, c)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for held.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d buffers held by idle tunnels, want 0", held.Load())
+		}
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = clients
+}
+
+// BenchmarkRelayBulk streams through a relay; compare with BenchmarkDirect.
+func BenchmarkRelayBulk(b *testing.B) {
+	client, server, _, _ := tunnel(b, nil, nil)
+	benchStream(b, server, client)
+}
+
+func BenchmarkDirect(b *testing.B) {
+	a, c := pair(b)
+	benchStream(b, a, c)
+}
+
+func benchStream(b *testing.B, w, r net.Conn) {
+	chunk := make([]byte, 256<<10)
+	const total = 64 << 20
+	b.SetBytes(total)
+	b.ReportAllocs()
+	buf := make([]byte, 256<<10)
+	for b.Loop() {
+		done := make(chan struct{})
+		go func() {
+			for n := 0; n < total; n += len(chunk) {
+				w.Write(chunk)
+			}
+			close(done)
+		}()
+		for n := 0; n < total; {
+			m, err := r.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += m
+		}
+		<-done
+	}
+}

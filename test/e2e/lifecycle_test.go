@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func tunnelTo(proxy, target string) (net.Conn, *bufio.Reader, error) {
+	c, err := net.DialTimeout("tcp", proxy, time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	if resp.StatusCode != 200 {
+		c.Close()
+		return nil, nil, fmt.Errorf("CONNECT: %s", resp.Status)
+	}
+	return c, br, nil
+}
+
+func echoed(c net.Conn, br *bufio.Reader, s string) bool {
+	io.WriteString(c, s)
+	buf := make([]byte, len(s))
+	_, err := io.ReadFull(br, buf)
+	return err == nil && string(buf) == s
+}
+
+func readyz(admin string) int {
+	cl := http.Client{Timeout: time.Second}
+	resp, err := cl.Get("http://" + admin + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestDrainOnSIGTERM: readiness fails at once, new clients are still
+// accepted during the drain period, then refused; an open tunnel keeps
+// working until it ends; then egret exits 0.
+func TestDrainOnSIGTERM(t *testing.T) {
+	target := echoServer(t)
+	proxyAddr, admin := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(egretBin, "proxy", "--listen", proxyAddr, "--admin-listen", admin, "--drain-period", "1s", "--drain-timeout", "10s")
+	var logs strings.Builder
+	cmd.Stderr = &logs
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("egret log:\n%s", logs.String())
+		}
+	})
+	for readyz(admin) != 200 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("never ready")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("process start to /readyz 200: %v (includes exec and the first HTTP round trip)", time.Since(start))
+
+	c, br, err := tunnelTo(proxyAddr, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	sig := time.Now()
+	for readyz(admin) != 503 {
+		if time.Since(sig) > 500*time.Millisecond {
+			t.Fatal("readiness did not fail promptly after SIGTERM")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Still accepting during the drain period (endpoints take time to update).
+	c2, br2, err := tunnelTo(proxyAddr, target)
+	if err != nil {
+		t.Fatalf("a new client during the drain period was refused: %v", err)
+	}
+	if !echoed(c2, br2, "late") {
+		t.Error("tunnel opened during the drain period does not work")
+	}
+	c2.Close()
+	// After the period, new connections are refused ...
+	time.Sleep(time.Until(sig.Add(1300 * time.Millisecond)))
+	if c3, err := net.DialTimeout("tcp", proxyAddr, time.Second); err == nil {
+		c3.Close()
+		t.Error("still accepting after the drain period")
+	}
+	// ... while the open tunnel keeps working,
+	if !echoed(c, br, "still here") {
+		t.Error("the open tunnel broke during the drain")
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("egret exited (%v) with a tunnel still open", err)
+	default:
+	}
+	// and when it ends, egret exits 0.
+	c.Close()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v, want 0", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("egret did not exit after the last tunnel closed")
+	}
+	if !strings.Contains(logs.String(), `"msg":"egret proxy stopped"`) {
+		t.Errorf("no stop line in the log")
+	}
+}
+
+// TestBadConfigExits2 checks that invalid configuration is refused with a
+// clear message and exit code 2 before anything listens.
+func TestBadConfigExits2(t *testing.T) {
+	cmd := exec.Command(egretBin, "proxy", "--listen", freeAddr(t))
+	cmd.Env = append(os.Environ(), "DIRECT_CIDRS=10.0.0.0/33", "UPSTREAM_PROXY=http://u:hunter2@proxy:3128", "DEFAULT_ROUTE=sideways")
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit = %v, want 2; output:\n%s", err, out)
+	}
+	for _, want := range []string{`CIDR "10.0.0.0/33"`, "unknown route action"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "hunter2") {
+		t.Error("password in the error output")
+	}
+}

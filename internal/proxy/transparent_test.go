@@ -420,3 +420,103 @@ func TestListenTransparent(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkTunnelSetup compares a connection's setup cost through the
+// transparent listener (original destination, sniffing the Host, two
+// route decisions) with a CONNECT tunnel, both direct to a loopback origin
+// answering one request.
+func BenchmarkTunnelSetup(b *testing.B) {
+	port := tcpOriginB(b)
+	for _, kind := range []string{"transparent", "connect"} {
+		b.Run(kind, func(b *testing.B) {
+			p, addr := startRawB(b)
+			if kind == "transparent" {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ln.Close()
+				go p.ServeTransparent(ln, TransparentOptions{OriginalDst: fixed("127.0.0.1:" + port)})
+				addr = ln.Addr().String()
+			}
+			req := "GET / HTTP/1.1\r\nHost: origin.test:" + port + "\r\nConnection: close\r\n\r\n"
+			if kind == "connect" {
+				req = "CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\nHost: x\r\n\r\n" + req
+			}
+			buf := make([]byte, 4096)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.WriteString(c, req)
+				var got []byte
+				for {
+					n, err := c.Read(buf)
+					got = append(got, buf[:n]...)
+					if err != nil {
+						break
+					}
+				}
+				c.Close()
+				if !strings.Contains(string(got), "pong") {
+					b.Fatalf("got %q", got)
+				}
+			}
+		})
+	}
+}
+
+func tcpOriginB(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 1024)
+				var got []byte
+				for !strings.Contains(string(got), "\r\n\r\n") {
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					got = append(got, buf[:n]...)
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\npong")
+			}()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+func startRawB(b *testing.B) (*Server, string) {
+	tbl, err := route.New(nil, route.Direct, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(Options{Via: "egret-bench", Resolver: hosts(map[string]string{"origin.test": "127.0.0.1"})}, &State{Routes: tbl})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(ln)
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return s, ln.Addr().String()
+}

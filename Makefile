@@ -6,7 +6,7 @@ PKGS  ?= ./...
 # Test timeout for the whole suite; e2e tests start real Squids, clients and an API server.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help build image test test-deps test-short vet fmt fuzz bench bench-go bench-compare clean
+.PHONY: help build image image-iptables test test-deps test-short vet fmt fuzz bench bench-go bench-compare clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -17,6 +17,10 @@ build: ## build the static egret binary into bin/egret
 IMAGE ?= ghcr.io/egret-io/egret:dev
 image: build ## OCI image tarball bin/egret-image.tar, no Docker daemon (IMAGE=ref to tag it)
 	$(GO) run ./deploy/image -binary $(BIN) -o bin/egret-image.tar -tag $(IMAGE)
+
+image-iptables: build ## the image plus iptables-nft/legacy from Debian packages (init container): bin/egret-iptables-image.tar
+	./scripts/iptables-debs.sh bin/iptables-debs
+	$(GO) run ./deploy/image -binary $(BIN) -iptables-debs bin/iptables-debs -o bin/egret-iptables-image.tar -tag $(IMAGE)-iptables
 
 test-deps: ## install everything the tests use (apt, npm, kube-apiserver/etcd cache)
 	./scripts/test-deps.sh

@@ -8,6 +8,12 @@
 // (1337), and the CA certificates of the build machine (for TLS to upstream
 // proxies) when -ca-certs exists. Timestamps are zero, so the same inputs
 // give the same image digest.
+//
+// With -iptables-debs DIR (make image-iptables) a second layer adds
+// iptables-nft and iptables-legacy, their xtables extensions, the shared
+// libraries they load and the dynamic loader, taken from the Debian
+// packages in DIR (scripts/iptables-debs.sh downloads them), so the same
+// image can run the `egret iptables` init container. PATH is set for it.
 package main
 
 import (
@@ -37,6 +43,11 @@ type Options struct {
 	CACerts string // CA bundle to include; "" or missing: none
 	Arch    string // GOARCH of the binary
 	Version string // org.opencontainers.image.version label
+	// IptablesDebs, when set, is a directory of Debian packages
+	// (scripts/iptables-debs.sh) from which a second layer adds
+	// iptables-nft and iptables-legacy with their libraries, for the
+	// `egret iptables` init container. "" builds the plain image.
+	IptablesDebs string
 }
 
 // Build returns the image.
@@ -81,6 +92,25 @@ func Build(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.IptablesDebs != "" {
+		files, err := IptablesLayerFiles(o.IptablesDebs, o.Arch)
+		if err != nil {
+			return nil, err
+		}
+		ipt, err := tarOf(files)
+		if err != nil {
+			return nil, err
+		}
+		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(ipt)), nil
+		}, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, fmt.Errorf("iptables layer: %w", err)
+		}
+		if img, err = mutate.AppendLayers(img, layer); err != nil {
+			return nil, err
+		}
+	}
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
@@ -93,11 +123,18 @@ func Build(o Options) (v1.Image, error) {
 	cf.Config.User = fmt.Sprintf("%d:%d", UID, UID)
 	cf.Config.WorkingDir = "/"
 	cf.Config.Env = []string{"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
+	if o.IptablesDebs != "" {
+		// `egret iptables` finds iptables-nft-restore & co. on PATH.
+		cf.Config.Env = append(cf.Config.Env, "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+	}
 	cf.Config.ExposedPorts = map[string]struct{}{"3128/tcp": {}, "9901/tcp": {}, "9443/tcp": {}}
 	cf.Config.Labels = map[string]string{
 		"org.opencontainers.image.title":   "egret",
 		"org.opencontainers.image.version": o.Version,
 		"org.opencontainers.image.source":  "https://github.com/egret-io/egret",
+	}
+	if o.IptablesDebs != "" {
+		cf.Config.Labels["io.egret.iptables"] = debVersion(o.IptablesDebs, "iptables")
 	}
 	return mutate.ConfigFile(img, cf)
 }
@@ -106,6 +143,7 @@ type file struct {
 	name string
 	data []byte
 	dir  bool
+	link string // set for a symbolic link to link
 	mode int64
 }
 
@@ -117,6 +155,9 @@ func tarOf(files []file) ([]byte, error) {
 			ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 		if f.dir {
 			h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
+		}
+		if f.link != "" {
+			h.Typeflag, h.Linkname, h.Mode, h.Size = tar.TypeSymlink, f.link, 0o777, 0
 		}
 		if f.mode != 0 {
 			h.Mode = f.mode
@@ -157,6 +198,7 @@ func main() {
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to include (skipped when missing)")
 	flag.StringVar(&o.Arch, "arch", "amd64", "architecture of the binary")
 	flag.StringVar(&o.Version, "version", "dev", "image version label")
+	flag.StringVar(&o.IptablesDebs, "iptables-debs", "", "directory of Debian packages (scripts/iptables-debs.sh) for the iptables variant")
 	flag.StringVar(&out, "o", "bin/egret-image.tar", "output tarball")
 	flag.StringVar(&tag, "tag", "ghcr.io/egret-io/egret:dev", "image reference recorded in the tarball")
 	flag.Parse()

@@ -150,6 +150,11 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		bad(errors.New("listen address: the proxy needs a listener"))
 	}
 	p.Via = l.str("EGRET_VIA", f.Via, "")
+	if auth, err := l.socksAuth(p.SOCKSListen); err != nil {
+		bad(err)
+	} else {
+		p.SOCKSAuth = auth
+	}
 
 	// Pools.
 	for name, ps := range f.Pools {

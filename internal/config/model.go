@@ -46,6 +46,10 @@ type Proxy struct {
 	SOCKSListen       string // "" when disabled
 	Via               string // "" = host name
 
+	// SOCKSAuth is what SOCKS5 clients must present; nil means no
+	// authentication.
+	SOCKSAuth *SOCKSAuth
+
 	// Rules in order: explicit routes, deny shorthand, direct shorthand,
 	// then the proxy's own NO_PROXY entries.
 	Rules       []route.Rule

@@ -17,6 +17,8 @@ const (
 	logClient    = "client"   // client address
 	logMethod    = "method"   // HTTP method (http kind)
 	logDest      = "dest"     // host:port
+	logOrigDst   = "orig_dst" // transparent: the original destination ip:port
+	logSniffed   = "sniffed"  // transparent: tls, http or unknown
 	logURL       = "url"      // scheme://host/path, no query (http kind)
 	logAction    = "route"    // direct, upstream, deny
 	logReason    = "reason"   // closed set: host, suffix, cidr, resolved_cidr, port, any, default, loopback
@@ -40,6 +42,8 @@ type event struct {
 	client   string
 	method   string
 	dest     string
+	origDst  string // transparent only
+	sniffed  string // transparent only
 	url      string
 	dec      route.Decision
 	decided  bool
@@ -86,7 +90,7 @@ func (s *Server) finish(ctx context.Context, ev *event) {
 	if !s.alog.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 18)
+	attrs := make([]slog.Attr, 0, 20)
 	attrs = append(attrs,
 		slog.String(logKind, ev.kind),
 		slog.String(logClient, ev.client),
@@ -95,6 +99,9 @@ func (s *Server) finish(ctx context.Context, ev *event) {
 		attrs = append(attrs, slog.String(logMethod, ev.method))
 	}
 	attrs = append(attrs, slog.String(logDest, ev.dest))
+	if ev.origDst != "" {
+		attrs = append(attrs, slog.String(logOrigDst, ev.origDst), slog.String(logSniffed, ev.sniffed))
+	}
 	if ev.url != "" {
 		attrs = append(attrs, slog.String(logURL, ev.url))
 	}

@@ -76,6 +76,10 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if s.m != nil {
 		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
 	}
+	// Once hijacked, http.Server.Shutdown no longer waits for this
+	// connection: count it until relay has registered its tunnel.
+	s.raw.hijacking.Add(1)
+	defer s.raw.hijacking.Add(-1)
 	cc, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		sc.Close()
@@ -114,9 +118,11 @@ func (s *Server) relay(ev *event, client net.Conn, clientPrefix []byte, sc *Conn
 func (s *Server) start(ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn) {
 	t.Start(clientPrefix, sc.Prefix, func(res relay.Result) {
 		sc.Release()
-		s.removeTunnel(t)
 		ev.up, ev.down = res.Up, res.Down
 		s.finish(context.Background(), ev)
+		// Only now: a drain that sees no tunnel left may end the process,
+		// and this tunnel's log line is written.
+		s.removeTunnel(t)
 	})
 }
 

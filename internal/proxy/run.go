@@ -21,6 +21,7 @@ import (
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/rss"
+	"egret.io/egret/internal/socks5"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -37,7 +38,11 @@ type RunOptions struct {
 
 // Addrs are the addresses Run listens on ("" when a listener is off).
 type Addrs struct {
-	Proxy, Admin string
+	Proxy, Admin       string
+	Transparent, SOCKS string
+	// TransparentIPv6 is [::1]:port beside a loopback Transparent address,
+	// where ip6tables REDIRECT delivers IPv6 connections.
+	TransparentIPv6 string
 }
 
 // BuildState turns a configuration into the proxy's routing state.
@@ -185,10 +190,32 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 			}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
+		s.NoteListener(al.Addr())
+	}
+	var tlns []net.Listener
+	var sl net.Listener
+	if cfg.TransparentListen != "" {
+		if tlns, err = listenTransparent(listen, cfg.TransparentListen, log); err != nil {
+			closeAll()
+			return fmt.Errorf("transparent listener: %w", err)
+		}
+		lns = append(lns, tlns...)
+		addrs.Transparent = tlns[0].Addr().String()
+		if len(tlns) > 1 {
+			addrs.TransparentIPv6 = tlns[1].Addr().String()
+		}
+	}
+	if cfg.SOCKSListen != "" {
+		if sl, err = listen("tcp", cfg.SOCKSListen); err != nil {
+			closeAll()
+			return fmt.Errorf("socks listener: %w", err)
+		}
+		lns = append(lns, sl)
+		addrs.SOCKS = sl.Addr().String()
 	}
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 5)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -213,9 +240,29 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	tctx, stopTrim := context.WithCancel(context.Background())
 	defer stopTrim()
 	go trimMemory(tctx)
+	serveRaw := func(name string, serve func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+	}
+	for _, tl := range tlns {
+		serveRaw("transparent", func() error { return s.ServeTransparent(tl, TransparentOptions{}) })
+	}
+	if sl != nil {
+		var so SOCKSOptions
+		if a := cfg.SOCKSAuth; a != nil {
+			so.Auth.Check = socks5.StaticCredentials(a.User, a.Password)
+		}
+		serveRaw("socks", func() error { return s.ServeSOCKS(sl, so) })
+	}
 	ready.Store(true)
 	m.Ready.Set(1)
 	log.Info("egret proxy ready", "role", string(cfg.Role), "listen", addrs.Proxy, "admin", addrs.Admin,
+		"transparent", addrs.Transparent, "transparent_ipv6", addrs.TransparentIPv6, "socks", addrs.SOCKS,
 		"default_route", routeString(cfg.Default, cfg.DefaultPool), "rules", len(cfg.Rules), "pools", poolSummary(cfg),
 		"startup_ms", float64(time.Since(started).Microseconds())/1000)
 	if ro.Started != nil {
@@ -278,6 +325,14 @@ func status(s *Server, cfg *config.Proxy, creds *credentialState, version string
 	out.Listeners = append(out.Listeners, "proxy "+addrs.Proxy)
 	if addrs.Admin != "" {
 		out.Listeners = append(out.Listeners, "admin "+addrs.Admin)
+	}
+	for _, a := range []string{addrs.Transparent, addrs.TransparentIPv6} {
+		if a != "" {
+			out.Listeners = append(out.Listeners, "transparent "+a)
+		}
+	}
+	if addrs.SOCKS != "" {
+		out.Listeners = append(out.Listeners, "socks5 "+addrs.SOCKS)
 	}
 	for i, r := range st.Routes.Rules() {
 		out.Routes = append(out.Routes, admin.RouteStatus{Index: i, Match: matchString(r.Match), Action: routeString(r.Action, r.Pool), Source: r.Source, Report: r.Report})

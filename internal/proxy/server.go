@@ -101,6 +101,7 @@ type Server struct {
 	mu       sync.Mutex
 	servers  []*http.Server
 	tunnels  map[*relay.Tunnel]string // tunnel → kind
+	raw      rawListeners             // transparent and SOCKS5 listeners
 	closing  bool
 	reaperGo sync.Once
 	stop     chan struct{}
@@ -227,6 +228,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.servers = append(s.servers, hs)
 	s.mu.Unlock()
+	s.NoteListener(ln.Addr())
 	s.startReaper()
 	return hs.Serve(ln)
 }
@@ -239,6 +241,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	servers := append([]*http.Server(nil), s.servers...)
 	s.mu.Unlock()
+	s.raw.close()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(servers))
 	for _, hs := range servers {
@@ -255,9 +258,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for s.OpenTunnels() > 0 {
+	for s.OpenTunnels() > 0 || s.raw.active() > 0 {
 		select {
 		case <-ctx.Done():
+			s.raw.abort()
 			s.closeTunnels()
 			if err == nil {
 				err = ctx.Err()

@@ -1,0 +1,307 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/testutil"
+	"egret.io/egret/internal/upstream"
+)
+
+// rawProxy is a Server with an HTTP listener, to which tests add
+// transparent and SOCKS5 listeners. Its direct dials never leave loopback:
+// a dial to any other address is recorded and fails as "connection
+// refused", so routing decisions about outside addresses are observable
+// without sending a packet anywhere.
+type rawProxy struct {
+	*testProxy
+	mu          sync.Mutex
+	offLoopback []string // direct dials that were not made
+}
+
+func startRaw(t *testing.T, pc proxyConf) *rawProxy {
+	t.Helper()
+	if pc.def == 0 {
+		pc.def = route.Direct
+		if len(pc.members) > 0 {
+			pc.def = route.Upstream
+		}
+	}
+	tbl, err := route.New(pc.rules, pc.def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: "default"}
+	if len(pc.members) > 0 {
+		p := &upstream.Pool{Name: "default", ConnectTimeout: 5 * time.Second}
+		for _, raw := range pc.members {
+			m, err := upstream.ParseMember(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Members = append(p.Members, m)
+		}
+		st.Pools["default"] = p
+	}
+	rp := &rawProxy{}
+	var d net.Dialer
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil || !ap.Addr().IsLoopback() {
+			rp.mu.Lock()
+			rp.offLoopback = append(rp.offLoopback, addr)
+			rp.mu.Unlock()
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	logs := &syncBuffer{}
+	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m := metrics.New("test")
+	s, err := New(Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: lg,
+		Metrics: m, DialContext: dial}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		if t.Failed() {
+			t.Logf("egret log:\n%s", logs.String())
+		}
+	})
+	u, _ := url.Parse("http://" + ln.Addr().String())
+	rp.testProxy = &testProxy{Server: s, Addr: ln.Addr().String(), URL: u, Log: logs, Metrics: m}
+	return rp
+}
+
+// notDialled returns the off-loopback direct dials that were refused.
+func (p *rawProxy) notDialled() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.offLoopback...)
+}
+
+// transparent adds a transparent listener whose connections all claim orig
+// as their original destination (nil: the real SO_ORIGINAL_DST lookup).
+func (p *rawProxy) transparent(t *testing.T, orig func(net.Conn) (netip.AddrPort, error)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.ServeTransparent(ln, TransparentOptions{OriginalDst: orig})
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+// fixed returns an OriginalDst that always answers ap.
+func fixed(ap string) func(net.Conn) (netip.AddrPort, error) {
+	a := netip.MustParseAddrPort(ap)
+	return func(net.Conn) (netip.AddrPort, error) { return a, nil }
+}
+
+// logLine waits for an access log line of kind whose dest is dest and
+// returns it decoded.
+func (p *rawProxy) logLine(t *testing.T, kind, dest string) map[string]any {
+	t.Helper()
+	return p.logLineAfter(t, 0, kind, dest)
+}
+
+// logLineAfter is logLine for the lines written after the first off bytes
+// of the log.
+func (p *rawProxy) logLineAfter(t *testing.T, off int, kind, dest string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, l := range strings.Split(p.Log.String()[off:], "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) != nil {
+				continue
+			}
+			if m["kind"] == kind && m["dest"] == dest && (m["msg"] == "tunnel") {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s access log line for %s in:\n%s", kind, dest, p.Log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// wantFields checks fields of a decoded log line (numbers compare as
+// their decimal text).
+func wantFields(t *testing.T, line map[string]any, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		got := ""
+		switch x := line[k].(type) {
+		case nil:
+		case string:
+			got = x
+		case float64:
+			got = fmt.Sprint(x)
+		default:
+			got = fmt.Sprint(x)
+		}
+		if got != v {
+			t.Errorf("log %s = %q, want %q (line %v)", k, got, v, line)
+		}
+	}
+}
+
+// testCert is a self-signed certificate for names, and its PEM file.
+func testCert(t *testing.T, names ...string) (tls.Certificate, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, path
+}
+
+// tlsOrigin starts an HTTPS server on loopback with cert; it answers with
+// the TLS server name and Host it saw.
+func tlsOrigin(t *testing.T, cert tls.Certificate) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "tls origin sni=%s host=%s", r.TLS.ServerName, r.Host)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	return port
+}
+
+// runCurl runs the real curl with a clean environment (no proxy
+// variables, no .curlrc) and returns its output, standard error and exit
+// code.
+func runCurl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	bin := testutil.NeedTool(t, "curl")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-sS", "--max-time", "10"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.ExitCode()
+	}
+	t.Fatalf("curl: %v", err)
+	return "", "", -1
+}
+
+// recordingUpstream is a fake upstream proxy that records CONNECT targets
+// and refuses them with 403, so nothing is ever dialled.
+func recordingUpstream(t *testing.T) (addr string, targets chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	targets = make(chan string, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				targets <- req.Method + " " + req.RequestURI
+				fmt.Fprint(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+			}()
+		}
+	}()
+	return ln.Addr().String(), targets
+}
+
+// counterValue sums the samples of counter name whose labels include want.
+func counterValue(t *testing.T, m *metrics.Metrics, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, mt := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue metric
+				}
+			}
+			sum += mt.GetCounter().GetValue()
+		}
+	}
+	return sum
+}

@@ -1,0 +1,267 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+
+	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/origdst"
+	"egret.io/egret/internal/proxystatus"
+	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/sniff"
+)
+
+// TransparentOptions configure ServeTransparent. The zero value is what
+// egret proxy uses.
+type TransparentOptions struct {
+	// OriginalDst recovers where a redirected connection was going; nil
+	// means origdst.Lookup (SO_ORIGINAL_DST / IP6T_SO_ORIGINAL_DST). An
+	// origdst.ErrNotTracked answer is taken as "not redirected": the
+	// connection's own local address, which the loop guard refuses.
+	OriginalDst func(net.Conn) (netip.AddrPort, error)
+	// Sniff bounds the peek at the client's first bytes; zero fields take
+	// the sniff package's defaults (16 KiB, 300 ms to the first byte, 3 s).
+	Sniff sniff.Options
+}
+
+// refuseLinger bounds how long a refused plain-HTTP client may keep
+// sending after its error response, so it reads the answer instead of a
+// reset.
+const refuseLinger = 2 * time.Second
+
+// ServeTransparent accepts iptables-REDIRECTed connections on ln until
+// Shutdown. Each connection's original destination is recovered, its first
+// bytes are peeked (TLS SNI or HTTP Host) so routing matches names, and it
+// is then routed, dialled and relayed like a CONNECT tunnel: an upstream
+// receives a CONNECT to the sniffed name (or to the original address when
+// there is none); a direct dial always goes to the original address. A
+// connection aimed at the proxy itself is refused (loop guard). It returns
+// http.ErrServerClosed after Shutdown.
+func (s *Server) ServeTransparent(ln net.Listener, o TransparentOptions) error {
+	if o.OriginalDst == nil {
+		o.OriginalDst = lookupOriginalDst
+	}
+	if a, ok := addrPort(ln.Addr()); ok {
+		s.raw.noteTransparentPort(a.Port())
+	}
+	return s.serveRaw(ln, func(ctx context.Context, c net.Conn) { s.serveTransparent(ctx, c, &o) })
+}
+
+func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("original destination: %T has no socket", c)
+	}
+	return origdst.Lookup(sc)
+}
+
+func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *TransparentOptions) {
+	ev := &event{kind: metrics.KindTransparent, client: c.RemoteAddr().String(), start: time.Now()}
+	orig, err := o.OriginalDst(c)
+	if errors.Is(err, origdst.ErrNotTracked) || errors.Is(err, syscall.ENOPROTOOPT) {
+		// No NAT touched it (no conntrack entry, or no conntrack at all):
+		// the client connected to this listener itself.
+		orig, _ = addrPort(c.LocalAddr())
+		err = nil
+	}
+	if err != nil {
+		c.Close()
+		e := &proxystatus.Error{Type: proxystatus.ProxyInternalError, Detail: errText(err), Err: err}
+		s.failRaw(ctx, ev, e, e.Code())
+		return
+	}
+	orig = netip.AddrPortFrom(orig.Addr().Unmap(), orig.Port())
+	ev.origDst, ev.dest, ev.sniffed = orig.String(), orig.String(), sniff.Unknown.String()
+	if s.raw.isSelf(orig) {
+		c.Close()
+		s.log.Warn("transparent: refused a connection to egret itself (loop guard)", "client", ev.client, logOrigDst, ev.origDst)
+		e := &proxystatus.Error{Type: proxystatus.ProxyLoopDetected,
+			Detail: orig.String() + " is egret's own listener: the connection was not redirected, or was redirected back to egret"}
+		s.failRaw(ctx, ev, e, e.Code())
+		return
+	}
+
+	res, err := sniff.Sniff(c, o.Sniff)
+	ev.sniffed = res.Proto.String()
+	if err != nil && !(errors.Is(err, io.EOF) && len(res.Peeked) > 0) {
+		// The client reset, or closed before sending anything: nothing to
+		// route, nobody to answer.
+		c.Close()
+		e := proxystatus.From(err)
+		s.failRaw(ctx, ev, &proxystatus.Error{Type: e.Type, Detail: "client closed before its first bytes were read: " + errText(err), Err: err}, 0)
+		return
+	}
+
+	st := s.state.Load()
+	dest, dial, dec := s.routeTransparent(ctx, st, orig, res)
+	ev.dest, ev.dec, ev.decided = dest.String(), dec, true
+	if dec.Action == route.Deny {
+		s.refuseTransparent(ctx, ev, c, res.Proto, denied(dest, dec))
+		return
+	}
+	sc, err := s.Dial(ctx, st, dial, dec)
+	if err != nil {
+		s.refuseTransparent(ctx, ev, c, res.Proto, proxystatus.From(err))
+		return
+	}
+	ev.connect = sc.Connect
+	if sc.Member != nil {
+		ev.member = sc.Member.Name
+	}
+	if s.m != nil {
+		s.m.Duration.WithLabelValues(ev.kind, dec.Action.String()).Observe(time.Since(ev.start).Seconds())
+	}
+	ev.status = 200
+	s.relay(ev, c, res.Peeked, sc)
+}
+
+// routeTransparent decides a redirected connection. It returns the
+// destination to log and route by, the destination to dial, and the
+// decision.
+//
+// Without a usable sniffed name (unknown protocol, no SNI, an IP literal in
+// Host) the connection is routed and dialled by its original address. With
+// a name, a client could lie (SNI "allowed.example" towards another
+// address), so:
+//   - a deny for the name or for the original address wins;
+//   - an upstream decision for the name sends a CONNECT to the name: the
+//     upstream reaches what the name says, exactly what an explicit client
+//     naming it would get, never the unverified address;
+//   - a direct decision for the name dials the original address, never a
+//     new resolution of the name. When the address alone would not go
+//     direct, the name must resolve to that address; otherwise the name is
+//     ignored and the connection is routed by its address.
+func (s *Server) routeTransparent(ctx context.Context, st *State, orig netip.AddrPort, res sniff.Result) (dest, dial route.Dest, dec route.Decision) {
+	ip := orig.Addr().WithZone("")
+	byAddr := route.Dest{Host: ip.String(), Port: orig.Port(), Addr: ip}
+	addrDec := s.Route(ctx, st, byAddr)
+	dialAddr := byAddr
+	dialAddr.Addr = orig.Addr() // keeps an IPv6 zone for the dial
+	if res.Host == "" {
+		return byAddr, dialAddr, addrDec
+	}
+	if _, err := netip.ParseAddr(res.Host); err == nil {
+		return byAddr, dialAddr, addrDec
+	}
+	byName, err := route.NewDest(res.Host, orig.Port())
+	if err != nil {
+		s.log.Debug("transparent: sniffed name unusable; routing by address", "name", res.Host, logOrigDst, orig.String(), "error", err.Error())
+		return byAddr, dialAddr, addrDec
+	}
+	if addrDec.Action == route.Deny {
+		return byAddr, dialAddr, addrDec
+	}
+	nameDec := s.Route(ctx, st, byName)
+	switch nameDec.Action {
+	case route.Deny, route.Upstream:
+		return byName, byName, nameDec
+	}
+	// Direct by name: dial the original address.
+	dialName := byName
+	dialName.Addr = orig.Addr()
+	if addrDec.Action == route.Direct {
+		return byName, dialName, nameDec
+	}
+	addrs := nameDec.Addrs
+	if len(addrs) == 0 && nameDec.ResolveErr == nil {
+		addrs, _ = s.lookup(ctx, byName.Host)
+	}
+	for _, a := range addrs {
+		if a.Unmap() == ip {
+			return byName, dialName, nameDec
+		}
+	}
+	s.log.Warn("transparent: sniffed name does not resolve to the original destination; routing by address",
+		"name", byName.Host, logOrigDst, orig.String(), "name_route", nameDec.Detail(), "addr_route", addrDec.Detail())
+	return byAddr, dialAddr, addrDec
+}
+
+// refuseTransparent ends a redirected connection that cannot be served.
+// A plain-HTTP client gets the error as an HTTP response with
+// Proxy-Status; TLS and unknown protocols have no channel for it and are
+// closed. The log line carries the Proxy-Status type either way.
+func (s *Server) refuseTransparent(ctx context.Context, ev *event, c net.Conn, proto sniff.Proto, e *proxystatus.Error) {
+	answered := false
+	if proto == sniff.HTTP {
+		c.SetWriteDeadline(time.Now().Add(refuseLinger))
+		answered = proxystatus.WriteRaw(c, e, true) == nil
+	}
+	s.failRaw(ctx, ev, e, e.Code())
+	if answered {
+		lingerClose(c)
+	}
+	c.Close()
+}
+
+// lingerClose half-closes c and discards what the client still sends for
+// a moment, so it reads the answer rather than a reset.
+func lingerClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(refuseLinger))
+	io.Copy(io.Discard, io.LimitReader(c, 256<<10))
+}
+
+// failRaw logs a connection of a raw listener (transparent, SOCKS5) that
+// ended with e. status is what the log and metrics record: the HTTP status
+// an explicit client would have received (e.Code()), or 0 when the client
+// went away.
+func (s *Server) failRaw(ctx context.Context, ev *event, e *proxystatus.Error, status int) {
+	ev.err, ev.status = e, status
+	s.finish(context.WithoutCancel(ctx), ev)
+}
+
+func addrPort(a net.Addr) (netip.AddrPort, bool) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	ap := ta.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
+}
+
+// listenTransparent opens the transparent listener on addr. A loopback
+// address (127.0.0.1, ::1 or localhost) opens both 127.0.0.1:port and
+// [::1]:port, because iptables REDIRECT delivers IPv4 connections to
+// 127.0.0.1 and ip6tables to ::1; the IPv6 one is skipped, with a log
+// line, where the namespace has no IPv6 loopback. Other addresses open
+// one listener.
+func listenTransparent(listen func(network, addr string) (net.Listener, error), addr string, log *slog.Logger) ([]net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	a, err := netip.ParseAddr(host)
+	if !strings.EqualFold(host, "localhost") && (err != nil || !a.IsLoopback()) {
+		ln, err := listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return []net.Listener{ln}, nil
+	}
+	first, second := "127.0.0.1", "::1"
+	if err == nil && a.Is6() {
+		first, second = "::1", "127.0.0.1"
+	}
+	ln, err := listen("tcp", net.JoinHostPort(first, port))
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ = net.SplitHostPort(ln.Addr().String()) // port 0 became a real one
+	ln2, err := listen("tcp", net.JoinHostPort(second, port))
+	if err != nil {
+		log.Info("transparent listener: only "+ln.Addr().String()+"; redirected connections of the other IP family cannot arrive",
+			"addr", net.JoinHostPort(second, port), "error", err.Error())
+		return []net.Listener{ln}, nil
+	}
+	return []net.Listener{ln, ln2}, nil
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -116,11 +117,20 @@ type Options struct {
 	Ready func() (bool, string)
 	// Status builds the status page's content; nil serves no status page.
 	Status func() Status
+	// PProf serves net/http/pprof under /debug/pprof/.
+	PProf bool
 }
 
 // Handler returns the admin HTTP handler.
 func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
+	if o.PProf {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")

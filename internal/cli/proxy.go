@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/logsink"
 	"egret.io/egret/internal/proxy"
 )
 
@@ -43,10 +44,14 @@ With no upstream configured, everything not denied goes direct.`,
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LevelVar()}))
+			// One JSON line per request: batch the writes (flushed every
+			// 100ms and on exit) instead of one system call per line.
+			out := logsink.New(cmd.ErrOrStderr(), 0, 0)
+			defer out.Close()
+			log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LevelVar()}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return proxy.Run(ctx, cfg, proxy.RunOptions{Version: Version, Logger: log})
+			return proxy.Run(ctx, cfg, proxy.RunOptions{Version: Version, Logger: log, AccessLog: out})
 		},
 	}
 	cmd.Flags().StringVar(&file, "config", "", "YAML configuration file (env EGRET_CONFIG)")
@@ -57,6 +62,9 @@ With no upstream configured, everything not denied goes direct.`,
 		v := new(string)
 		values[k.Env] = v
 		cmd.Flags().StringVar(v, k.Flag, "", k.Help+" (env "+k.Env+")")
+		if k.Bool {
+			cmd.Flags().Lookup(k.Flag).NoOptDefVal = "true"
+		}
 	}
 	return cmd
 }

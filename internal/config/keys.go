@@ -7,6 +7,9 @@ type Key struct {
 	Aliases []string // other environment names read when Env is unset
 	Flag    string   // the flag name ("" = environment only)
 	Help    string
+	// Bool marks a true/false setting: its flag may be given without a
+	// value (--pprof means --pprof=true).
+	Bool bool
 }
 
 // Keys lists every setting egret proxy reads from the environment or flags,
@@ -47,7 +50,7 @@ var Keys = []Key{
 	{Env: "EGRET_HOSTS_FILE", Flag: "hosts-file", Help: "hosts(5) file of static name → address answers"},
 	{Env: "EGRET_DNS_SERVERS", Flag: "dns-servers", Help: "comma-separated ip:port DNS servers instead of the system's"},
 	{Env: "EGRET_CLIENT_CIDRS", Flag: "client-cidrs", Help: "comma-separated CIDRs of the clients allowed to use the proxy (default: any)"},
-	{Env: "EGRET_SSRF_GUARD", Flag: "ssrf-guard", Help: "refuse to connect to loopback, link-local/metadata and the proxy's own addresses (default true for the gateway role)"},
+	{Env: "EGRET_SSRF_GUARD", Flag: "ssrf-guard", Help: "refuse to connect to loopback, link-local/metadata and the proxy's own addresses (default true for the gateway role)", Bool: true},
 	{Env: "EGRET_SSRF_ALLOW_CIDRS", Flag: "ssrf-allow-cidrs", Help: "comma-separated CIDRs exempt from the SSRF guard"},
 	{Env: "EGRET_MAX_TUNNELS", Flag: "max-tunnels", Help: "most tunnels open at once (default: no limit)"},
 	{Env: "EGRET_CLIENT_MAX_CONCURRENT", Flag: "client-max-concurrent", Help: "most requests and tunnels in flight per client address (default: no limit)"},
@@ -64,7 +67,8 @@ var Keys = []Key{
 	{Env: "EGRET_DRAIN_PERIOD", Flag: "drain-period", Help: "after SIGTERM, keep accepting this long with readiness failing (sidecar 2s, gateway 5s)"},
 	{Env: "EGRET_DRAIN_TIMEOUT", Flag: "drain-timeout", Help: "then wait this long for open requests and tunnels (default 25s)"},
 	{Env: "EGRET_LOG_LEVEL", Flag: "log-level", Help: "debug, info, warn or error"},
-	{Env: "EGRET_ACCESS_LOG", Flag: "access-log", Help: "one JSON line per request and tunnel (true/false, default true)"},
+	{Env: "EGRET_PPROF", Flag: "pprof", Help: "serve Go's profiler under /debug/pprof/ on the admin listener (true/false, default false)", Bool: true},
+	{Env: "EGRET_ACCESS_LOG", Flag: "access-log", Help: "one JSON line per request and tunnel (true/false, default true)", Bool: true},
 }
 
 // Lookup reads a setting: flags first, then the environment.

@@ -365,6 +365,13 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	if f.Log.Access != nil {
 		p.AccessLog = *f.Log.Access
 	}
+	if v, ok := l.get("EGRET_PPROF"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad(fmt.Errorf("EGRET_PPROF %q: want true or false", v))
+		}
+		p.PProf = b
+	}
 	if v, ok := l.get("EGRET_ACCESS_LOG"); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -75,6 +75,8 @@ type Proxy struct {
 
 	LogLevel  slog.Level
 	AccessLog bool
+	// PProf serves Go's profiler under /debug/pprof/ on the admin listener.
+	PProf bool
 
 	// Notes are non-fatal remarks to log at start (never secrets): an
 	// upstream variable ignored because it points at egret itself, both

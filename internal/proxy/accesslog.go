@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -87,54 +86,54 @@ func (s *Server) finish(ctx context.Context, ev *event) {
 			m.WouldDeny.Inc()
 		}
 	}
-	if !s.alog.Enabled(ctx, slog.LevelInfo) {
+	if s.alog == nil {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 20)
-	attrs = append(attrs,
-		slog.String(logKind, ev.kind),
-		slog.String(logClient, ev.client),
-	)
-	if ev.method != "" {
-		attrs = append(attrs, slog.String(logMethod, ev.method))
-	}
-	attrs = append(attrs, slog.String(logDest, ev.dest))
-	if ev.origDst != "" {
-		attrs = append(attrs, slog.String(logOrigDst, ev.origDst), slog.String(logSniffed, ev.sniffed))
-	}
-	if ev.url != "" {
-		attrs = append(attrs, slog.String(logURL, ev.url))
-	}
-	attrs = append(attrs, slog.String(logAction, action), slog.String(logReason, reason))
-	if ev.decided {
-		attrs = append(attrs, slog.String(logDetail, ev.dec.Detail()))
-		if ev.dec.WouldDeny != "" {
-			attrs = append(attrs, slog.String(logWouldDeny, ev.dec.WouldDeny))
-		}
-	}
-	if pool != "" {
-		attrs = append(attrs, slog.String(logPool, pool))
-	}
-	if ev.member != "" {
-		attrs = append(attrs, slog.String(logUpstream, ev.member))
-	}
-	attrs = append(attrs, slog.Int(logStatus, ev.status))
-	if ev.err != nil {
-		attrs = append(attrs, slog.String(logError, string(ev.err.Type)), slog.String(logErrDetail, ev.err.Error()))
-	}
-	attrs = append(attrs,
-		slog.Int64(logUp, ev.up),
-		slog.Int64(logDown, ev.down),
-	)
-	if ev.connect > 0 {
-		attrs = append(attrs, slog.Float64(logConnectMS, ms(ev.connect)))
-	}
-	attrs = append(attrs, slog.Float64(logDuration, ms(dur)))
 	msg := "request"
 	if ev.kind != metrics.KindHTTP {
 		msg = "tunnel"
 	}
-	s.alog.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
+	l := newLine(now, msg)
+	l.str(logKind, ev.kind)
+	l.str(logClient, ev.client)
+	if ev.method != "" {
+		l.str(logMethod, ev.method)
+	}
+	l.str(logDest, ev.dest)
+	if ev.origDst != "" {
+		l.str(logOrigDst, ev.origDst)
+		l.str(logSniffed, ev.sniffed)
+	}
+	if ev.url != "" {
+		l.str(logURL, ev.url)
+	}
+	l.str(logAction, action)
+	l.str(logReason, reason)
+	if ev.decided {
+		l.str(logDetail, ev.dec.Detail())
+		if ev.dec.WouldDeny != "" {
+			l.str(logWouldDeny, ev.dec.WouldDeny)
+		}
+	}
+	if pool != "" {
+		l.str(logPool, pool)
+	}
+	if ev.member != "" {
+		l.str(logUpstream, ev.member)
+	}
+	l.int(logStatus, int64(ev.status))
+	if ev.err != nil {
+		l.str(logError, string(ev.err.Type))
+		l.str(logErrDetail, ev.err.Error())
+	}
+	l.int(logUp, ev.up)
+	l.int(logDown, ev.down)
+	if ev.connect > 0 {
+		l.ms(logConnectMS, ev.connect)
+	}
+	l.ms(logDuration, dur)
+	s.alog.Write(l.end())
+	l.release()
 }
 
 func ms(d time.Duration) float64 {

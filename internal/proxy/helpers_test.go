@@ -103,7 +103,7 @@ func startProxyWith(t testing.TB, pc proxyConf, edit func(*Options)) *testProxy 
 	logs := &syncBuffer{}
 	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New("test")
-	opts := Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: lg, Metrics: m}
+	opts := Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: logs, Metrics: m}
 	if edit != nil {
 		edit(&opts)
 	}

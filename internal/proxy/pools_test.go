@@ -62,7 +62,7 @@ func runEgret(t *testing.T, env map[string]string, yaml string, hosts map[string
 	started := make(chan Addrs, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, cfg, RunOptions{Version: "test", Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		done <- Run(ctx, cfg, RunOptions{Version: "test", AccessLog: logs, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Started: func(a Addrs) { started <- a }})
 	}()
 	var a Addrs

@@ -85,7 +85,7 @@ func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 	logs := &syncBuffer{}
 	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New("test")
-	s, err := New(Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: lg,
+	s, err := New(Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: logs,
 		Metrics: m, DialContext: dial}, st)
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +125,13 @@ func (p *rawProxy) transparent(t *testing.T, orig func(net.Conn) (netip.AddrPort
 	}
 	go p.ServeTransparent(ln, TransparentOptions{OriginalDst: orig})
 	t.Cleanup(func() { ln.Close() })
+	// ServeTransparent registers the listener (for the loop guard) in its
+	// own goroutine: wait for it before the test connects.
+	a := netip.MustParseAddrPort(ln.Addr().String())
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.raw.isSelf(a) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	return ln.Addr().String()
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,7 +29,10 @@ import (
 // RunOptions are what Run needs beside the configuration.
 type RunOptions struct {
 	Version string
-	Logger  *slog.Logger // operational log and, when enabled, the access log
+	Logger  *slog.Logger // operational log
+	// AccessLog receives the access log lines when the configuration
+	// enables them (usually the same output as Logger's); nil discards them.
+	AccessLog io.Writer
 	// Listen creates listeners; nil means net.Listen.
 	Listen func(network, addr string) (net.Listener, error)
 	// Started, when set, is called once every listener is up, with their
@@ -135,7 +139,7 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 		Protection: BuildProtection(cfg),
 	}
 	if cfg.AccessLog {
-		opts.AccessLog = log
+		opts.AccessLog = ro.AccessLog
 	}
 	s, err := New(opts, st)
 	if err != nil {
@@ -175,6 +179,7 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 		adminSrv = &http.Server{
 			Handler: admin.Handler(admin.Options{
 				Metrics: m,
+				PProf:   cfg.PProf,
 				Ready: func() (bool, string) {
 					switch {
 					case draining.Load():

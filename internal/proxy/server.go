@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -58,8 +59,9 @@ type Options struct {
 	Resolver Resolver
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
-	// AccessLog receives one line per request or tunnel; nil discards them.
-	AccessLog *slog.Logger
+	// AccessLog receives one JSON line per request or tunnel, each in a
+	// single Write; nil discards them. It must be safe for concurrent use.
+	AccessLog io.Writer
 	// Metrics records the catalog; nil records nothing.
 	Metrics *metrics.Metrics
 	// DialContext dials destinations and members by address; nil means a
@@ -89,7 +91,7 @@ func (st *State) pool(name string) *upstream.Pool {
 type Server struct {
 	opts  Options
 	log   *slog.Logger
-	alog  *slog.Logger
+	alog  io.Writer
 	m     *metrics.Metrics
 	state atomic.Pointer[State]
 
@@ -150,9 +152,6 @@ func New(opts Options, st *State) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.alog = opts.AccessLog
-	if s.alog == nil {
-		s.alog = slog.New(slog.DiscardHandler)
-	}
 	s.events = s.poolEvents()
 	s.transport = s.newTransport()
 	if err := s.SetState(st); err != nil {

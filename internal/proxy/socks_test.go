@@ -284,7 +284,7 @@ func TestRunServesTransparentAndSOCKS(t *testing.T) {
 	started := make(chan Addrs, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, cfg, RunOptions{Version: "test", Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		done <- Run(ctx, cfg, RunOptions{Version: "test", AccessLog: logs, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 			Started: func(a Addrs) { started <- a }})
 	}()
 	var addrs Addrs

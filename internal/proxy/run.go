@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -109,7 +110,7 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	}
 	listen := ro.Listen
 	if listen == nil {
-		listen = net.Listen
+		listen = listenTCP
 	}
 	for _, n := range cfg.Notes {
 		log.Warn("config", "note", n)
@@ -370,4 +371,19 @@ func matchString(m route.Match) string {
 		s += " port " + strings.Join(ps, ",")
 	}
 	return s
+}
+
+// listenTCP listens like net.Listen, but without TCP keep-alive probes on
+// loopback listeners: a sidecar's clients are in the same pod, so the probes
+// would only cost four system calls per accepted connection. Listeners on
+// other addresses (a gateway) keep Go's default probes, which find clients
+// that vanished behind a NAT.
+func listenTCP(network, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip, err := netip.ParseAddr(host); (err == nil && ip.IsLoopback()) || host == "localhost" {
+			lc.KeepAlive = -1
+		}
+	}
+	return lc.Listen(context.Background(), network, addr)
 }

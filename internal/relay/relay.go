@@ -237,7 +237,10 @@ func (d *direction) relay() bool {
 		}
 		if rerr != nil {
 			if errors.Is(rerr, io.EOF) {
-				if !closeWrite(d.dst) {
+				// Pass the end of stream on with a half-close, unless the
+				// other direction has already ended: then the tunnel is
+				// over and closing both sides says it with one call less.
+				if t.pending.Load() == 1 || !closeWrite(d.dst) {
 					t.closeBoth()
 				}
 				return false

@@ -23,8 +23,14 @@ func (w *waiter) wait(release func(), parkAfter time.Duration) (idle bool, err e
 		return false, nil
 	}
 	var sockErr error
-	armed := false
+	armed, polled := false, false
 	rerr := w.rc.Read(func(fd uintptr) bool {
+		if polled {
+			// Called again after the poller said readable: trust it and
+			// let the read find out (a spurious wake-up only means the
+			// read blocks, holding its buffer).
+			return true
+		}
 		_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&w.peek[0])), 1,
 			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 		if errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK {
@@ -33,6 +39,7 @@ func (w *waiter) wait(release func(), parkAfter time.Duration) (idle bool, err e
 				armed = true
 				w.conn.SetReadDeadline(time.Now().Add(parkAfter))
 			}
+			polled = true
 			return false // wait in the poller until readable (or the deadline)
 		}
 		if errno != 0 && errno != syscall.EINTR {

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"egret.io/egret/internal/testutil"
 )
 
 func needTool(t *testing.T, name string) string {
@@ -69,41 +71,31 @@ func sniffServer(t *testing.T, cert tls.Certificate) (addr string, results chan 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
 	results = make(chan Result, 8)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	testutil.Serve(t, ln, func(c net.Conn) {
+		res, err := Sniff(c, Options{})
+		results <- res
+		if err != nil {
+			return
+		}
+		var conn net.Conn = NewConn(c, res.Peeked)
+		if res.Proto == TLS {
+			tc := tls.Server(conn, &tls.Config{Certificates: []tls.Certificate{cert}})
+			if err := tc.Handshake(); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				res, err := Sniff(c, Options{})
-				results <- res
-				if err != nil {
-					return
-				}
-				var conn net.Conn = NewConn(c, res.Peeked)
-				if res.Proto == TLS {
-					tc := tls.Server(conn, &tls.Config{Certificates: []tls.Certificate{cert}})
-					if err := tc.Handshake(); err != nil {
-						return
-					}
-					conn = tc
-				}
-				conn.SetDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(conn)
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				body := fmt.Sprintf("sniffed %s %s, request host %s", res.Proto, res.Host, req.Host)
-				fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body)+1, body+"\n")
-				conn.Close() // a TLS close_notify before the TCP close
-			}()
+			conn = tc
 		}
-	}()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(conn)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		body := fmt.Sprintf("sniffed %s %s, request host %s", res.Proto, res.Host, req.Host)
+		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body)+1, body+"\n")
+		conn.Close() // a TLS close_notify before the TCP close
+	})
 	return ln.Addr().String(), results
 }
 

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"egret.io/egret/internal/testutil"
 )
 
 func needTool(t *testing.T, name string) string {
@@ -45,58 +47,48 @@ func server(t *testing.T, auth Auth, hosts map[string]string) (addr string, outc
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
 	outcomes = make(chan outcome, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	testutil.Serve(t, ln, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		req, err := Handshake(c, auth)
+		if err != nil {
+			outcomes <- outcome{req: req, err: err}
+			return
+		}
+		host := req.Dest.Host()
+		if req.Dest.Name != "" {
+			ip, ok := hosts[req.Dest.Name]
+			if !ok {
+				Reply(c, HostUnreachable, netip.AddrPort{})
+				outcomes <- outcome{req: req, reply: HostUnreachable}
 				return
 			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				req, err := Handshake(c, auth)
-				if err != nil {
-					outcomes <- outcome{req: req, err: err}
-					return
-				}
-				host := req.Dest.Host()
-				if req.Dest.Name != "" {
-					ip, ok := hosts[req.Dest.Name]
-					if !ok {
-						Reply(c, HostUnreachable, netip.AddrPort{})
-						outcomes <- outcome{req: req, reply: HostUnreachable}
-						return
-					}
-					host = ip
-				}
-				up, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), 5*time.Second)
-				if err != nil {
-					code := ReplyCodeFor(err)
-					Reply(c, code, netip.AddrPort{})
-					outcomes <- outcome{req: req, reply: code}
-					return
-				}
-				defer up.Close()
-				if err := Reply(c, Succeeded, netip.MustParseAddrPort(up.LocalAddr().String())); err != nil {
-					outcomes <- outcome{req: req, err: err}
-					return
-				}
-				outcomes <- outcome{req: req, reply: Succeeded}
-				c.SetDeadline(time.Time{})
-				done := make(chan struct{})
-				go func() {
-					io.Copy(up, c)
-					up.(*net.TCPConn).CloseWrite()
-					close(done)
-				}()
-				io.Copy(c, up)
-				c.(*net.TCPConn).CloseWrite()
-				<-done
-			}()
+			host = ip
 		}
-	}()
+		up, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), 5*time.Second)
+		if err != nil {
+			code := ReplyCodeFor(err)
+			Reply(c, code, netip.AddrPort{})
+			outcomes <- outcome{req: req, reply: code}
+			return
+		}
+		defer up.Close()
+		if err := Reply(c, Succeeded, netip.MustParseAddrPort(up.LocalAddr().String())); err != nil {
+			outcomes <- outcome{req: req, err: err}
+			return
+		}
+		outcomes <- outcome{req: req, reply: Succeeded}
+		c.SetDeadline(time.Time{})
+		done := make(chan struct{})
+		go func() {
+			io.Copy(up, c)
+			up.(*net.TCPConn).CloseWrite()
+			close(done)
+		}()
+		io.Copy(c, up)
+		c.(*net.TCPConn).CloseWrite()
+		<-done
+	})
 	return ln.Addr().String(), outcomes
 }
 

@@ -4,6 +4,7 @@
 package testutil
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -39,4 +40,34 @@ func NeedRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		Missing(t, "needs root (network namespaces, iptables)")
 	}
+}
+
+// Serve accepts connections on ln until the test ends and runs fn for each
+// in its own goroutine, closing the connection when fn returns.
+func Serve(t testing.TB, ln net.Listener, fn func(net.Conn)) {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fn(c)
+			}()
+		}
+	}()
+}
+
+// TCPServer listens on a free loopback port, serves it with fn (see Serve)
+// and returns its address.
+func TCPServer(t testing.TB, fn func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Serve(t, ln, fn)
+	return ln.Addr().String()
 }

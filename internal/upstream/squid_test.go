@@ -32,22 +32,8 @@ const (
 // echoOrigin answers every connection with "hello\n".
 func echoOrigin(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "hello\n")
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr := testutil.TCPServer(t, func(c net.Conn) { io.WriteString(c, "hello\n") })
+	_, port, _ := net.SplitHostPort(addr)
 	return port
 }
 
@@ -328,25 +314,15 @@ func tlsFront(t *testing.T, backend string) (*x509.CertPool, []byte, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, err := net.Dial("tcp", backend)
-				if err != nil {
-					return
-				}
-				defer b.Close()
-				go io.Copy(b, c)
-				io.Copy(c, b)
-			}()
+	testutil.Serve(t, ln, func(c net.Conn) {
+		b, err := net.Dial("tcp", backend)
+		if err != nil {
+			return
 		}
-	}()
+		defer b.Close()
+		go io.Copy(b, c)
+		io.Copy(c, b)
+	})
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return pool, caDER, ln.Addr().String()

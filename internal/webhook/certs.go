@@ -214,44 +214,47 @@ func caBundle(data map[string][]byte, now time.Time) []byte {
 func (m *CertManager) patchConfigurations(ctx context.Context, bundle []byte) error {
 	var errs []error
 	for _, name := range m.MutatingWebhooks {
-		var c admissionregistrationv1.MutatingWebhookConfiguration
-		if err := m.Client.Get(ctx, types.NamespacedName{Name: name}, &c); err != nil {
-			errs = append(errs, fmt.Errorf("get mutatingwebhookconfiguration %s: %w", name, err))
-			continue
-		}
-		changed := false
-		for i := range c.Webhooks {
-			if !bytes.Equal(c.Webhooks[i].ClientConfig.CABundle, bundle) {
-				c.Webhooks[i].ClientConfig.CABundle = bundle
-				changed = true
+		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		errs = append(errs, m.patchBundle(ctx, "mutatingwebhookconfiguration", name, c, bundle, func() (out []*[]byte) {
+			for i := range c.Webhooks {
+				out = append(out, &c.Webhooks[i].ClientConfig.CABundle)
 			}
-		}
-		if changed {
-			if err := m.Client.Update(ctx, &c); err != nil {
-				errs = append(errs, fmt.Errorf("update mutatingwebhookconfiguration %s: %w", name, err))
-			}
-		}
+			return out
+		}))
 	}
 	for _, name := range m.ValidatingWebhooks {
-		var c admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := m.Client.Get(ctx, types.NamespacedName{Name: name}, &c); err != nil {
-			errs = append(errs, fmt.Errorf("get validatingwebhookconfiguration %s: %w", name, err))
-			continue
-		}
-		changed := false
-		for i := range c.Webhooks {
-			if !bytes.Equal(c.Webhooks[i].ClientConfig.CABundle, bundle) {
-				c.Webhooks[i].ClientConfig.CABundle = bundle
-				changed = true
+		c := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		errs = append(errs, m.patchBundle(ctx, "validatingwebhookconfiguration", name, c, bundle, func() (out []*[]byte) {
+			for i := range c.Webhooks {
+				out = append(out, &c.Webhooks[i].ClientConfig.CABundle)
 			}
-		}
-		if changed {
-			if err := m.Client.Update(ctx, &c); err != nil {
-				errs = append(errs, fmt.Errorf("update validatingwebhookconfiguration %s: %w", name, err))
-			}
-		}
+			return out
+		}))
 	}
 	return errors.Join(errs...)
+}
+
+// patchBundle gets the webhook configuration name into obj, sets the CA
+// bundle of each of its webhooks (bundles points at them, once obj is
+// read) and updates it when anything changed.
+func (m *CertManager) patchBundle(ctx context.Context, kind, name string, obj client.Object, bundle []byte, bundles func() []*[]byte) error {
+	if err := m.Client.Get(ctx, types.NamespacedName{Name: name}, obj); err != nil {
+		return fmt.Errorf("get %s %s: %w", kind, name, err)
+	}
+	changed := false
+	for _, b := range bundles() {
+		if !bytes.Equal(*b, bundle) {
+			*b = bundle
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := m.Client.Update(ctx, obj); err != nil {
+		return fmt.Errorf("update %s %s: %w", kind, name, err)
+	}
+	return nil
 }
 
 func sameHosts(c *x509.Certificate, hosts []string) bool {

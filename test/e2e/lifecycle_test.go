@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"egret.io/egret/internal/testutil"
 )
 
 func freeAddr(t *testing.T) string {
@@ -25,22 +27,7 @@ func freeAddr(t *testing.T) string {
 }
 
 func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
+	return testutil.TCPServer(t, func(c net.Conn) { io.Copy(c, c) })
 }
 
 func tunnelTo(proxy, target string) (net.Conn, *bufio.Reader, error) {

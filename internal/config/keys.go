@@ -67,6 +67,7 @@ var Keys = []Key{
 	{Env: "EGRET_DRAIN_PERIOD", Flag: "drain-period", Help: "after SIGTERM, keep accepting this long with readiness failing (sidecar 2s, gateway 5s)"},
 	{Env: "EGRET_DRAIN_TIMEOUT", Flag: "drain-timeout", Help: "then wait this long for open requests and tunnels (default 25s)"},
 	{Env: "EGRET_LOG_LEVEL", Flag: "log-level", Help: "debug, info, warn or error"},
+	{Env: "EGRET_READY_NEEDS_UPSTREAM", Flag: "ready-needs-upstream", Help: "/readyz fails while a pool that routes use has every member down (default true for the gateway, false for a sidecar: an egress outage must not take the app's pod out of its Service)", Bool: true},
 	{Env: "EGRET_PPROF", Flag: "pprof", Help: "serve Go's profiler under /debug/pprof/ on the admin listener (true/false, default false)", Bool: true},
 	{Env: "EGRET_ACCESS_LOG", Flag: "access-log", Help: "one JSON line per request and tunnel (true/false, default true)", Bool: true},
 }

@@ -365,6 +365,14 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	if f.Log.Access != nil {
 		p.AccessLog = *f.Log.Access
 	}
+	p.ReadyNeedsUpstream = p.Role == RoleGateway
+	if v, ok := l.get("EGRET_READY_NEEDS_UPSTREAM"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad(fmt.Errorf("EGRET_READY_NEEDS_UPSTREAM %q: want true or false", v))
+		}
+		p.ReadyNeedsUpstream = b
+	}
 	if v, ok := l.get("EGRET_PPROF"); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

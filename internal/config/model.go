@@ -77,6 +77,9 @@ type Proxy struct {
 	AccessLog bool
 	// PProf serves Go's profiler under /debug/pprof/ on the admin listener.
 	PProf bool
+	// ReadyNeedsUpstream makes /readyz fail while a pool that routes use
+	// has no member out of back-off (default: gateway yes, sidecar no).
+	ReadyNeedsUpstream bool
 
 	// Notes are non-fatal remarks to log at start (never secrets): an
 	// upstream variable ignored because it points at egret itself, both

@@ -355,3 +355,39 @@ func grep(s, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestReadinessFollowsThePool: a gateway is not ready while every member
+// of a pool its routes use is down (load balancers then steer clients to
+// replicas that can serve); a sidecar stays ready, so an egress outage does
+// not take the app's pod out of its own Service.
+func TestReadinessFollowsThePool(t *testing.T) {
+	dead := deadAddr(t)
+	readyz := func(admin string) (int, string) {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		role      string
+		wantAfter int
+	}{{"gateway", 503}, {"sidecar", 200}} {
+		t.Run(tc.role, func(t *testing.T) {
+			e := runEgret(t, map[string]string{"EGRET_ROLE": tc.role, "UPSTREAM_PROXY": "http://" + dead, "EGRET_SSRF_GUARD": "false"}, "", map[string]string{"partner.test": "127.0.0.1"})
+			if code, body := readyz(e.Admin); code != 200 {
+				t.Fatalf("before any failure: %d %s", code, body)
+			}
+			rawRequest(t, e.Proxy, "CONNECT partner.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+			code, body := readyz(e.Admin)
+			if code != tc.wantAfter {
+				t.Fatalf("after the only member failed: %d %q, want %d", code, body, tc.wantAfter)
+			}
+			if code == 503 && !strings.Contains(body, "every member of pool default is down") {
+				t.Errorf("readyz does not say why: %q", body)
+			}
+		})
+	}
+}

@@ -188,6 +188,11 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 					case !ready.Load():
 						return false, "starting"
 					}
+					if cfg.ReadyNeedsUpstream {
+						if why := s.unusablePool(time.Now()); why != "" {
+							return false, why
+						}
+					}
 					return true, ""
 				},
 				Status: func() admin.Status {
@@ -386,4 +391,36 @@ func listenTCP(network, addr string) (net.Listener, error) {
 		}
 	}
 	return lc.Listen(context.Background(), network, addr)
+}
+
+// unusablePool names a pool that routes send traffic to and that has no
+// member out of back-off, or returns "".
+func (s *Server) unusablePool(now time.Time) string {
+	st := s.State()
+	used := map[string]bool{}
+	if d := st.Routes.Default(); d.Action == route.Upstream {
+		used[d.Pool] = true
+	}
+	for _, r := range st.Routes.Rules() {
+		if r.Action == route.Upstream {
+			used[r.Pool] = true
+		}
+	}
+	for name := range used {
+		p := st.pool(name)
+		if p == nil {
+			continue
+		}
+		ok := false
+		for _, m := range p.Current() {
+			if m.Healthy(now) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return "every member of pool " + p.Name + " is down"
+		}
+	}
+	return ""
 }

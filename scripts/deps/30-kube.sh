@@ -35,6 +35,6 @@ start=$(date +%s)
   "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 )
 "$tmp/kube-apiserver" --version >&2
-"$tmp/etcd" --version | head -1 >&2
+"$tmp/etcd" --version | sed -n 1p >&2  # sed reads it all: no SIGPIPE under pipefail
 mv -f "$tmp/kube-apiserver" "$tmp/etcd" "$dir/"
 echo "kube binaries ready in $dir after $(( $(date +%s) - start ))s" >&2

@@ -45,13 +45,7 @@ func iptablesDebs(t *testing.T) string {
 
 func staticEgret(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "egret")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "egret.io/egret/cmd/egret")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildEgret(t)
 }
 
 // unpack writes the image's filesystem (all layers flattened) under root,

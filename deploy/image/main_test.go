@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"egret.io/egret/internal/testutil"
 )
 
 // TestImageTarball builds the real static egret binary, writes the image
@@ -22,12 +24,7 @@ func TestImageTarball(t *testing.T) {
 		t.Skip("builds the egret binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "egret")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "egret.io/egret/cmd/egret")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testutil.BuildEgret(t)
 	out := filepath.Join(dir, "egret.tar")
 	o := Options{Binary: bin, CACerts: "/etc/ssl/certs/ca-certificates.crt", Arch: runtime.GOARCH, Version: "test"}
 	d1, err := Write(o, out, "ghcr.io/egret-io/egret:test")

@@ -7,37 +7,14 @@ import (
 	"errors"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/netns"
 )
-
-var (
-	buildOnce sync.Once
-	egretBin  string
-	buildErr  error
-)
-
-// egretBinary builds cmd/egret once per test binary run.
-func egretBinary(t *testing.T, dir string) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		egretBin = filepath.Join(dir, "egret")
-		out, err := exec.Command("go", "build", "-o", egretBin, "egret.io/egret/cmd/egret").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(err.Error() + ": " + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build egret: %v", buildErr)
-	}
-	return egretBin
-}
 
 // TestIptablesCommandInNamespace runs the built binary the way an init
 // container does, inside a pod-like namespace: the SPEC's apply command
@@ -45,7 +22,7 @@ func egretBinary(t *testing.T, dir string) string {
 // which must fail with exit code 3.
 func TestIptablesCommandInNamespace(t *testing.T) {
 	netns.Require(t, "go", "setpriv", "iptables-nft-save", "iptables-nft-restore", "iptables-legacy-save", "iptables-legacy-restore")
-	bin := egretBinary(t, t.TempDir())
+	bin := testutil.BuildEgret(t)
 	pod, outside := netns.New(t, "cli-pod"), netns.New(t, "cli-out")
 	netns.Link(t, pod, outside, []string{"10.253.0.1/24"}, []string{"10.253.0.2/24"})
 

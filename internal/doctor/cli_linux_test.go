@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"egret.io/egret/internal/testutil"
 )
 
 var (
@@ -21,37 +23,13 @@ var (
 	buildErr  error
 )
 
-// egretBinary builds cmd/egret once per test run.
-func egretBinary(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go not on PATH: cannot build the egret binary")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "egret-doctor-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		egretBin = filepath.Join(dir, "egret")
-		out, err := exec.Command("go", "build", "-o", egretBin, "egret.io/egret/cmd/egret").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(err.Error() + ": " + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build egret: %v", buildErr)
-	}
-	return egretBin
-}
-
 // TestDoctorCommandInPod runs the built `egret doctor` inside the lab's pod
 // namespace, as `kubectl exec` would, with the pod's environment: a clean
 // setup exits 0 with every check passing in the JSON report, a wrong proxy
 // password exits 1 naming the proxy check, a bad flag exits 2.
 func TestDoctorCommandInPod(t *testing.T) {
 	l := newLab(t)
-	bin := egretBinary(t)
+	bin := testutil.BuildEgret(t)
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
 	pid1 := filepath.Join(t.TempDir(), "environ")
 	run := func(t *testing.T, env []string, extra ...string) (int, string, string) {

@@ -1,0 +1,50 @@
+package testutil
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// EgretBinary builds the egret binary once per test process and returns its
+// path. Every package builds it with the same flags, so after the first
+// package the Go build cache leaves only the link step: the static,
+// CGO-free binary the image ships, without -trimpath (which would compile
+// the whole module a second time).
+func EgretBinary() (string, error) {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "egret-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		os.Chmod(dir, 0o755) // tests also run it as other users (setpriv)
+		buildPath = filepath.Join(dir, "egret")
+		cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", buildPath, "egret.io/egret/cmd/egret")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New("go build egret: " + err.Error() + "\n" + string(out))
+		}
+	})
+	return buildPath, buildErr
+}
+
+// BuildEgret is EgretBinary for a test: it fails the test when the build
+// fails.
+func BuildEgret(t testing.TB) string {
+	t.Helper()
+	p, err := EgretBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,9 +1,10 @@
 package proxy
 
 import (
-	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
@@ -53,9 +54,27 @@ type event struct {
 	start    time.Time
 	connect  time.Duration
 	release  releases // limit slots held until the request or tunnel ends
+	timed    bool     // finish observes the request's duration
 }
 
-func (s *Server) finish(ctx context.Context, ev *event) {
+// finish ends a request or tunnel: its limit slots are released, and it
+// is counted and logged.
+func (s *Server) finish(ev *event) { s.finishWith(ev, nil) }
+
+// meters caches the metric children a client connection used last, so the
+// requests of a keep-alive connection skip the label lookups. The zero
+// value is empty.
+type meters struct {
+	key          meterKey
+	requests     prometheus.Counter
+	duration     prometheus.Observer
+	up, down     prometheus.Counter
+	kindForBytes string
+}
+
+type meterKey struct{ kind, action, reason, pool, class string }
+
+func (s *Server) finishWith(ev *event, mc *meters) {
 	ev.release.run()
 	now := time.Now()
 	dur := now.Sub(ev.start)
@@ -69,12 +88,34 @@ func (s *Server) finish(ctx context.Context, ev *event) {
 		}
 	}
 	if m := s.m; m != nil {
-		m.Requests.WithLabelValues(ev.kind, action, reason, pool, metrics.StatusClass(ev.status)).Inc()
-		if ev.up > 0 {
-			m.Bytes.WithLabelValues(ev.kind, "up").Add(float64(ev.up))
+		if mc == nil {
+			mc = &meters{}
 		}
-		if ev.down > 0 {
-			m.Bytes.WithLabelValues(ev.kind, "down").Add(float64(ev.down))
+		k := meterKey{ev.kind, action, reason, pool, metrics.StatusClass(ev.status)}
+		if mc.requests == nil || mc.key != k {
+			mc.key, mc.requests = k, m.Requests.WithLabelValues(k.kind, k.action, k.reason, k.pool, k.class)
+			mc.duration = nil
+		}
+		mc.requests.Inc()
+		if ev.up > 0 || ev.down > 0 {
+			if mc.up == nil || mc.kindForBytes != ev.kind {
+				mc.kindForBytes = ev.kind
+				mc.up, mc.down = m.Bytes.WithLabelValues(ev.kind, "up"), m.Bytes.WithLabelValues(ev.kind, "down")
+			}
+			if ev.up > 0 {
+				mc.up.Add(float64(ev.up))
+			}
+			if ev.down > 0 {
+				mc.down.Add(float64(ev.down))
+			}
+		}
+		if ev.timed {
+			// A forwarded request's duration ends with its response (a
+			// tunnel's is observed once it is established).
+			if mc.duration == nil {
+				mc.duration = m.Duration.WithLabelValues(ev.kind, action)
+			}
+			mc.duration.Observe(dur.Seconds())
 		}
 		if ev.err != nil {
 			m.Errors.WithLabelValues(string(ev.err.Type)).Inc()
@@ -110,7 +151,7 @@ func (s *Server) finish(ctx context.Context, ev *event) {
 	l.str(logAction, action)
 	l.str(logReason, reason)
 	if ev.decided {
-		l.str(logDetail, ev.dec.Detail())
+		l.detail(logDetail, &ev.dec)
 		if ev.dec.WouldDeny != "" {
 			l.str(logWouldDeny, ev.dec.WouldDeny)
 		}

@@ -2,277 +2,260 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
+	"egret.io/egret/internal/relay"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/upstream"
 )
 
-// fwdKey carries a *fwdState in a forwarded request's context.
-type fwdKey struct{}
+// Forwarding limits, as net/http's Transport had them.
+const (
+	maxResponseHeaderBytes = 256 << 10
+	expectContinueTimeout  = time.Second
+	tlsHandshakeTimeout    = 10 * time.Second
+	max1xxResponses        = 5
+)
 
-// fwdState is what the transport's hooks need to know about one forwarded
-// request: its decision, and the member of the attempt under way.
-type fwdState struct {
-	ev     *event
-	st     *State
-	dest   route.Dest
-	pool   *upstream.Pool
-	member *upstream.Member
-	cred   *credentials.Credential
+// bodyKind is how a request's body is framed.
+type bodyKind uint8
+
+const (
+	bodyNone    bodyKind = iota
+	bodyLength           // Content-Length bytes
+	bodyChunked          // chunked transfer coding
+)
+
+// exchange is one forwarded request: the client's request, the attempts to
+// send it, and the response streamed back. A client connection reuses one.
+type exchange struct {
+	cc         *clientConn
+	req        *http.Request
+	ev         event
+	st         *State
+	dest       route.Dest
+	scheme     string
+	idempotent bool
+
+	body    bodyKind
+	cl      int64  // the Content-Length body's size
+	expect  bool   // the client waits for 100 Continue before its body
+	upgrade string // the protocol the client asks to switch to
+	te      bool   // the client accepts trailers
+
+	// started is set once bytes of the body were taken from the client:
+	// the request cannot be sent again. An inline body (small, already
+	// buffered) stays in the client's reader until an answer is chosen.
+	started   bool
+	inline    bool
+	skipped   bool // the origin answered before asking for the body
+	continued bool // 100 Continue was sent to the client
+	copier    *bodyCopier
+
+	oc      *originConn
+	gotByte bool   // the current attempt received bytes of a response
+	release func() // the member's request count
 }
 
-func stateOf(ctx context.Context) *fwdState {
-	fs, _ := ctx.Value(fwdKey{}).(*fwdState)
-	return fs
-}
-
-func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	ev := &event{kind: metrics.KindHTTP, client: r.RemoteAddr, method: r.Method, dest: r.URL.Host, start: time.Now()}
+// forward serves an absolute-URI request; it reports whether the client
+// connection may carry another request.
+func (cc *clientConn) forward(req *http.Request) bool {
+	s := cc.s
+	x := &cc.x
+	*x = exchange{cc: cc, req: req}
+	ev := &x.ev
+	*ev = event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: req.URL.Host, start: time.Now()}
 	if e := s.admitClient(ev); e != nil {
-		s.fail(w, ctx, ev, e)
-		return
+		return cc.fail(req, ev, e, false)
 	}
-	scheme := strings.ToLower(r.URL.Scheme)
 	var defPort uint16
-	switch scheme {
+	switch x.scheme = req.URL.Scheme; x.scheme {
 	case "http":
 		defPort = 80
 	case "https":
 		defPort = 443
 	default:
-		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + scheme + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"})
-		return
+		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + x.scheme + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"}, false)
 	}
-	dest, err := route.ParseDest(r.URL.Host, defPort)
+	dest, err := route.ParseDest(req.URL.Host, defPort)
 	if err != nil {
-		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request URL: " + err.Error()})
-		return
+		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request URL: " + err.Error()}, false)
 	}
+	x.dest = dest
 	ev.dest = dest.String()
-	ev.url = scheme + "://" + r.URL.Host + r.URL.EscapedPath() // no query: it may hold tokens
-	if s.loop(r) {
-		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via})
-		return
+	if s.alog != nil {
+		ev.url = x.scheme + "://" + req.URL.Host + req.URL.EscapedPath() // no query: it may hold tokens
 	}
-	st := s.state.Load()
-	ev.dec, ev.decided = s.Route(ctx, st, dest), true
+	if s.loop(req.Header) {
+		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via}, false)
+	}
+	x.st = s.state.Load()
+	ev.dec, ev.decided = s.Route(s.ctx, x.st, dest), true
 	if ev.dec.Action == route.Deny {
-		s.fail(w, ctx, ev, denied(dest, ev.dec))
-		return
+		return cc.fail(req, ev, denied(dest, ev.dec), false)
 	}
 	breaker, err := s.admitDest(dest, false, &ev.release)
 	if err != nil {
-		s.fail(w, ctx, ev, proxystatus.From(err))
-		return
+		return cc.fail(req, ev, proxystatus.From(err), false)
 	}
-	fs := &fwdState{ev: ev, st: st, dest: dest}
-	// Stream both ways: without this, Go's HTTP/1 server would consume the
-	// whole request body before the first byte of the response is written.
-	http.NewResponseController(w).EnableFullDuplex()
-	cw := &countingWriter{ResponseWriter: w}
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &countingBody{ReadCloser: r.Body, n: &ev.up}
+	if e := x.prepare(); e != nil {
+		return cc.fail(req, ev, e, false)
 	}
-	defer func() {
-		// Runs even when the reverse proxy aborts a response it had
-		// started (it panics with http.ErrAbortHandler).
-		if breaker {
-			var err error
-			if ev.err != nil {
-				err = ev.err
-			}
-			s.reportDest(dest, err)
-		}
-		ev.down = cw.n
-		if ev.status == 0 {
-			ev.status = cw.status
-		}
-		s.finish(context.WithoutCancel(ctx), ev)
-		if s.m != nil {
-			s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
-		}
-	}()
-	s.forward.ServeHTTP(cw, r.WithContext(context.WithValue(ctx, fwdKey{}, fs)))
-}
-
-var bufPool = &bytePool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-
-type bytePool struct{ p sync.Pool }
-
-func (b *bytePool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
-func (b *bytePool) Put(p []byte) { b.p.Put(&p) }
-
-func (s *Server) newForwarder() http.Handler {
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			in, out := pr.In, pr.Out
-			// ReverseProxy drops the client's X-Forwarded-* headers; a
-			// forward proxy passes them on untouched and adds none.
-			for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
-				if v, ok := in.Header[h]; ok {
-					out.Header[h] = v
-				}
-			}
-			out.Header["Via"] = append(out.Header["Via"], s.viaValue(in.ProtoMajor, in.ProtoMinor))
-		},
-		Transport: forwarder{s},
-		ModifyResponse: func(resp *http.Response) error {
-			resp.Header["Via"] = append(resp.Header["Via"], s.viaValue(resp.ProtoMajor, resp.ProtoMinor))
-			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			fs := stateOf(r.Context())
-			if isClientGone(r.Context(), err) {
-				if fs != nil {
-					fs.ev.err = &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "client went away", Err: err}
-				}
-				return
-			}
-			pe := proxystatus.From(err)
-			if fs != nil {
-				fs.ev.err, fs.ev.status = pe, pe.Code()
-			}
-			proxystatus.Write(w, pe)
-		},
-		BufferPool: bufPool,
-		ErrorLog:   log.New(slogWriter{s.log}, "", 0),
-	}
-}
-
-func (s *Server) newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy: func(r *http.Request) (*url.URL, error) {
-			if fs := stateOf(r.Context()); fs != nil && fs.member != nil {
-				return fs.member.ProxyURLWith(fs.cred), nil
-			}
-			return nil, nil
-		},
-		OnProxyConnectResponse: func(ctx context.Context, proxyURL *url.URL, _ *http.Request, resp *http.Response) error {
-			if resp.StatusCode/100 == 2 {
-				return nil
-			}
-			name := (&url.URL{Scheme: proxyURL.Scheme, Host: proxyURL.Host}).String()
-			return upstream.RefusalError(name, resp)
-		},
-		DialContext:            s.transportDial,
-		DisableCompression:     true, // never change what the origin sends
-		MaxIdleConns:           1024,
-		MaxIdleConnsPerHost:    256,
-		IdleConnTimeout:        90 * time.Second,
-		TLSHandshakeTimeout:    10 * time.Second,
-		ExpectContinueTimeout:  time.Second,
-		ResponseHeaderTimeout:  positive(s.opts.Timeouts.ResponseHeader),
-		MaxResponseHeaderBytes: 256 << 10,
-	}
-}
-
-// transportDial dials for the HTTP transport: the destination of a direct
-// request (at the addresses routing resolved), or an upstream member.
-func (s *Server) transportDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	fs := stateOf(ctx)
-	if fs != nil && fs.member != nil {
-		// The transport dials the member (http, https with the pool's TLS
-		// settings, or the socks5 server).
-		return fs.pool.DialMember(ctx, fs.member)
-	}
-	if fs != nil && addr == fs.dest.String() {
-		return s.dialDirect(ctx, fs.dest, fs.ev.dec.Addrs)
-	}
-	d, err := route.ParseDest(addr, 0)
+	resp, err := x.roundTrip()
+	var keep bool
+	var destErr error
 	if err != nil {
-		return nil, err
+		keep, destErr = x.failed(err)
+	} else {
+		keep = x.respond(resp)
+		if x.ev.err != nil && !isClientGone(x.ev.err) {
+			destErr = x.ev.err
+		}
 	}
-	return s.dialDirect(ctx, d, nil)
+	if x.release != nil {
+		x.release()
+	}
+	if breaker {
+		s.reportDest(dest, destErr)
+	}
+	if cc.handedOff {
+		return false // a tunnel now; it logs when it ends
+	}
+	ev.timed = true
+	s.finishWith(ev, &cc.meters)
+	return keep
 }
 
-// forwarder sends a forwarded request directly or through the members of
-// its pool in turn. A failing member is skipped only while no byte of the
-// request body has been read, so a request is never sent twice: failures
-// before the request reached the origin (the member could not be reached,
-// or refused it with 407/403) move on for any method; other failures
-// (timeouts, a member's 5xx) only for idempotent requests.
-type forwarder struct{ s *Server }
+// prepare readies the request header for the next hop: hop-by-hop fields
+// out (RFC 9110 section 7.6.1), and notes the body, the expectation, the
+// upgrade and trailers.
+func (x *exchange) prepare() *proxystatus.Error {
+	req := x.req
+	h := req.Header
+	x.idempotent = isIdempotent(req)
+	switch {
+	case len(req.TransferEncoding) > 0:
+		x.body = bodyChunked
+	case req.ContentLength > 0:
+		x.body, x.cl = bodyLength, req.ContentLength
+	}
+	if httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") {
+		x.upgrade = h.Get("Upgrade")
+		if !printable(x.upgrade) {
+			return &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "invalid Upgrade protocol"}
+		}
+		if x.body != bodyNone {
+			x.upgrade = "" // a request with a body is not switched over
+		}
+	}
+	x.te = httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
+	if _, ok := h["Expect"]; ok {
+		// readRequest let only 100-continue through. It is honoured for
+		// an HTTP/1.1 client that has a body to send, and dropped
+		// otherwise (RFC 9110 section 10.1.1).
+		if req.ProtoAtLeast(1, 1) && x.body != bodyNone {
+			x.expect = true
+		} else {
+			delete(h, "Expect")
+		}
+	}
+	removeHopByHop(h)
+	return nil
+}
 
-func (f forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
-	fs := stateOf(req.Context())
-	if fs == nil || fs.ev.dec.Action != route.Upstream {
-		resp, err := f.s.transport.RoundTrip(req)
+// roundTrip sends the request directly or through the members of its pool
+// in turn and returns the final response (its header read, 1xx answers
+// passed on). A failing member is skipped only while the body can still
+// be sent again, so a request is never sent twice: failures before the
+// request reached the origin (the member could not be reached, or refused
+// it with 407/403) move on for any method; other failures (timeouts, a
+// member's 5xx) only for idempotent requests.
+func (x *exchange) roundTrip() (*http.Response, error) {
+	if x.ev.dec.Action != route.Upstream {
+		resp, err := x.attempt(originKey{scheme: x.scheme, addr: x.ev.dest}, nil, "")
 		if err != nil {
-			return nil, f.transportErr(err, nil)
+			return nil, originErr(err, nil)
 		}
 		return resp, nil
 	}
-	p := fs.st.pool(fs.ev.dec.Pool)
+	s := x.cc.s
+	p := x.st.pool(x.ev.dec.Pool)
 	if p == nil {
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: "route names a pool that does not exist"}
 	}
-	fs.pool = p
-	var rb *replayBody
-	if req.Body != nil && req.Body != http.NoBody {
-		rb = &replayBody{ReadCloser: req.Body}
-		req.Body = rb
-	}
 	var buf [8]*upstream.Member
-	cands := p.AppendCandidates(buf[:0], fs.dest.Host, time.Now())
+	now := time.Now()
+	cands := p.AppendCandidates(buf[:0], x.dest.Host, now)
 	if len(cands) == 0 {
-		m := p.LastResort(time.Now())
+		m := p.LastResort(now)
 		if m == nil {
 			err := p.Unavailable()
-			f.s.countUpstreamErr(p.Name, err)
+			s.countUpstreamErr(p.Name, err)
 			return nil, err
 		}
 		cands = append(cands, m)
 	}
-	idempotent := isIdempotent(req)
 	var last error
 	for i, m := range cands {
 		more := i < len(cands)-1
-		fs.member = m
-		fs.ev.member = m.Name
+		x.ev.member = m.Name
 		start := time.Now()
-		resp, err := f.tryMember(req, p, m, fs, rb, more && idempotent)
+		resp, err := x.tryMember(p, m, more && x.idempotent)
 		if err == nil {
-			fs.ev.connect = time.Since(start)
+			x.ev.connect = time.Since(start)
 			return resp, nil
 		}
 		last = err
 		retry := p.Failed(m, err)
-		if req.Context().Err() != nil || !retry || !more || (rb != nil && rb.read) || !(idempotent || notSent(err)) {
+		if !retry || !more || x.started || !(x.idempotent || notSent(err)) {
 			break
 		}
 	}
 	return nil, last
 }
 
-// tryMember sends req through m. A 407 to the current credential is tried
-// again with the previous one while a rotation is pending. A refusal that
-// the member wrote itself (403 or 5xx with Squid's X-Squid-Error) is turned
-// into an error when failover may follow (mayRetry), and otherwise passed
-// on to the client as it is.
-func (f forwarder) tryMember(req *http.Request, p *upstream.Pool, m *upstream.Member, fs *fwdState, rb *replayBody, mayRetry bool) (*http.Response, error) {
-	cred := m.Credential()
-	fs.cred = cred
+// tryMember sends the request through m. Through an http(s) member a
+// plain-HTTP request goes in absolute form with the member's credential; a
+// 407 to the current credential is tried again with the previous one while
+// a rotation is pending. An https:// request, and any request through a
+// socks5 member, goes through a tunnel to the origin (Pool.TryMember makes
+// it, and reports the member's health itself). A refusal the member wrote
+// itself (403 or 5xx with Squid's X-Squid-Error) is turned into an error
+// when failover may follow (mayRetry), and otherwise passed on to the
+// client as it is.
+func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, mayRetry bool) (*http.Response, error) {
 	release := m.Acquire()
-	resp, err := f.roundTrip(req, p, m)
-	if code := refusalCode(resp, err); code == http.StatusProxyAuthRequired && m.Credentials() != nil && (rb == nil || !rb.read) {
+	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 {
+		resp, err := x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
+		if err != nil {
+			release()
+			return nil, originErr(err, m)
+		}
+		x.release = release
+		return resp, nil
+	}
+	cred := m.Credential()
+	resp, err := x.memberRoundTrip(p, m, authOf(cred))
+	if code := refusalCode(err); code == http.StatusProxyAuthRequired && m.Credentials() != nil && !x.started {
 		if fb := m.Credentials().Fallback(); fb != nil {
-			fs.cred = fb
-			resp, err = f.roundTrip(req, p, m)
+			resp, err = x.memberRoundTrip(p, m, fb.AuthHeader())
 			if err == nil {
 				cred = nil // confirm nothing: the new credential was refused
 				if ev := p.Events; ev != nil && ev.Fallback != nil {
@@ -285,34 +268,40 @@ func (f forwarder) tryMember(req *http.Request, p *upstream.Pool, m *upstream.Me
 		release()
 		return nil, err
 	}
-	if mayRetry && (rb == nil || !rb.read) && memberWrote(resp) {
+	if mayRetry && !x.started && memberWrote(resp) {
 		rerr := upstream.RefusalError(m.Name, resp)
-		resp.Body.Close()
+		x.dropOrigin()
 		release()
 		return nil, rerr
 	}
 	p.Succeeded(m, cred)
-	resp.Body = &releaseBody{ReadCloser: resp.Body, release: release}
+	x.release = release
 	return resp, nil
 }
 
-// roundTrip makes one attempt through m and reports it to the pool's
-// events; a 407 is returned as an error.
-func (f forwarder) roundTrip(req *http.Request, p *upstream.Pool, m *upstream.Member) (*http.Response, error) {
-	resp, err := f.s.transport.RoundTrip(req)
+// authOf is the Proxy-Authorization value for c, "" for none.
+func authOf(c *credentials.Credential) string {
+	if c == nil {
+		return ""
+	}
+	return c.AuthHeader()
+}
+
+// memberRoundTrip makes one attempt through an http(s) member and reports
+// it to the pool's events; a 407 is returned as an error.
+func (x *exchange) memberRoundTrip(p *upstream.Pool, m *upstream.Member, auth string) (*http.Response, error) {
+	resp, err := x.attempt(originKey{member: m}, p, auth)
 	code := 0
 	if err == nil {
 		code = resp.StatusCode
 		if code == http.StatusProxyAuthRequired {
-			resp.Body.Close()
-			resp, err = nil, upstream.RefusalError(m.Name, resp)
+			err = upstream.RefusalError(m.Name, resp)
+			resp = nil
+			x.dropOrigin()
 		}
 	} else {
-		err = f.transportErr(err, m)
-		var r *upstream.Refusal
-		if errors.As(err, &r) {
-			code = r.Code
-		}
+		err = originErr(err, m)
+		code = refusalCode(err)
 	}
 	if ev := p.Events; ev != nil && ev.Attempt != nil {
 		ev.Attempt(p.Name, m, code, err)
@@ -320,8 +309,739 @@ func (f forwarder) roundTrip(req *http.Request, p *upstream.Pool, m *upstream.Me
 	return resp, err
 }
 
+// attempt sends the request on a pooled connection for key, or a new one.
+// A pooled connection that fails before any answer (the other side closed
+// it while it idled) is replaced by a new one when that is safe: the
+// request did not reach the origin (writing it failed), or it is
+// idempotent, and its body can still be sent.
+func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.Response, error) {
+	pool := x.cc.s.origins
+	for try := 0; ; try++ {
+		var oc *originConn
+		if try == 0 {
+			oc = pool.get(key, !x.idempotent)
+		}
+		if oc == nil {
+			var err error
+			if oc, err = x.dial(key, p, pool.gen.Load()); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := x.send(oc, key.member != nil && key.scheme == "", auth)
+		if err == nil {
+			return resp, nil
+		}
+		x.dropOrigin()
+		var we *sendWriteError
+		if isClientGone(err) {
+			return nil, err
+		}
+		if oc.reused && !x.gotByte && !x.started && try == 0 && (x.idempotent || errors.As(err, &we)) {
+			continue
+		}
+		if errors.As(err, &we) {
+			err = we.err
+		}
+		return nil, err
+	}
+}
+
+// dial connects for key: to the origin directly, to an http(s) member, or
+// to the origin through a member's tunnel; TLS to an https origin.
+func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originConn, error) {
+	s := x.cc.s
+	switch {
+	case key.member == nil:
+		c, err := s.dialDirect(s.ctx, x.dest, x.ev.dec.Addrs)
+		if err != nil {
+			return nil, err
+		}
+		return x.originTLS(c, c, key, gen)
+	case key.scheme == "":
+		timeout := p.ConnectTimeout
+		if timeout <= 0 {
+			timeout = upstream.DefaultConnectTimeout
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		defer cancel()
+		c, err := p.DialMember(ctx, key.member)
+		if err != nil {
+			return nil, err
+		}
+		return newOriginConn(c, rawConn(c), key, gen), nil
+	}
+	t, err := p.TryMember(s.ctx, key.member, key.addr)
+	if err != nil {
+		return nil, err
+	}
+	var c net.Conn = t.Conn
+	if len(t.Prefix) > 0 {
+		c = &prefixConn{Conn: c, prefix: t.Prefix}
+	}
+	return x.originTLS(c, rawConn(t.Conn), key, gen)
+}
+
+// originTLS makes c an origin connection, with TLS for an https origin.
+func (x *exchange) originTLS(c, raw net.Conn, key originKey, gen uint64) (*originConn, error) {
+	if x.scheme != "https" {
+		return newOriginConn(c, raw, key, gen), nil
+	}
+	s := x.cc.s
+	cfg := &tls.Config{}
+	if s.opts.OriginTLS != nil {
+		cfg = s.opts.OriginTLS.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = x.dest.Host
+	}
+	tc := tls.Client(c, cfg)
+	ctx, cancel := context.WithTimeout(s.ctx, tlsHandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		t := proxystatus.TLSProtocolError
+		var ce *tls.CertificateVerificationError
+		if errors.As(err, &ce) {
+			t = proxystatus.TLSCertificateError
+		}
+		return nil, &proxystatus.Error{Type: t, Detail: "TLS to " + x.ev.dest + ": " + err.Error(), Err: err}
+	}
+	return newOriginConn(tc, raw, key, gen), nil
+}
+
+// rawConn returns the socket beneath a TLS connection.
+func rawConn(c net.Conn) net.Conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return c
+}
+
+// sendWriteError is a failure to write the request: it cannot have been
+// served.
+type sendWriteError struct{ err error }
+
+func (e *sendWriteError) Error() string { return e.err.Error() }
+func (e *sendWriteError) Unwrap() error { return e.err }
+
+// send writes the request on oc and reads the response header, passing
+// 1xx answers on. A small body that has fully arrived goes with the
+// header; a larger one is copied by its own goroutine (bodyCopier) while
+// the response is read, so both can stream at once. With Expect:
+// 100-continue the body waits for the origin's 100 (passed on to the
+// client), or for a second without an answer.
+func (x *exchange) send(oc *originConn, absolute bool, auth string) (*http.Response, error) {
+	cc := x.cc
+	x.oc, x.gotByte, x.skipped = oc, false, false
+	start := oc.lr.n
+	x.writeHeader(oc.bw, absolute, auth)
+	wait := false
+	switch {
+	case x.body == bodyNone:
+	case x.expect:
+		wait = !x.continued
+	case x.body == bodyLength && x.cl <= int64(cc.br.Buffered()):
+		p, _ := cc.br.Peek(int(x.cl))
+		oc.bw.Write(p)
+		x.inline = true
+	}
+	if err := oc.bw.Flush(); err != nil {
+		return nil, &sendWriteError{err}
+	}
+	if x.body != bodyNone && !x.inline && !wait {
+		x.startCopier()
+	}
+	hdrTimeout := cc.s.opts.Timeouts.ResponseHeader
+	for n1xx := 0; ; {
+		if wait {
+			oc.conn.SetReadDeadline(time.Now().Add(expectContinueTimeout))
+			_, err := oc.br.Peek(1)
+			oc.conn.SetReadDeadline(time.Time{})
+			if err != nil && oc.lr.n == start && errors.Is(err, os.ErrDeadlineExceeded) {
+				// No answer: the origin does not do 100-continue. Let the
+				// client send its body.
+				wait = false
+				if err := x.continueClient(); err != nil {
+					return nil, err
+				}
+				x.startCopier()
+				continue
+			}
+			if err != nil {
+				x.gotByte = oc.lr.n > start
+				return nil, err
+			}
+		}
+		if hdrTimeout > 0 {
+			oc.conn.SetReadDeadline(time.Now().Add(hdrTimeout))
+		}
+		oc.lr.limit(maxResponseHeaderBytes)
+		resp, err := http.ReadResponse(oc.br, x.req)
+		oc.lr.unlimit()
+		x.gotByte = oc.lr.n > start
+		if hdrTimeout > 0 {
+			oc.conn.SetReadDeadline(time.Time{})
+		}
+		if err != nil {
+			switch {
+			case oc.lr.hit:
+				return nil, &proxystatus.Error{Type: proxystatus.HTTPResponseHeaderSize, Detail: "response header section larger than " + strconv.Itoa(maxResponseHeaderBytes) + " bytes"}
+			case hdrTimeout > 0 && errors.Is(err, os.ErrDeadlineExceeded):
+				return nil, &proxystatus.Error{Type: proxystatus.ConnectionReadTimeout, Detail: "no response header within " + hdrTimeout.String(), Err: err}
+			}
+			return nil, err
+		}
+		code := resp.StatusCode
+		if code < 100 || code >= 200 || code == http.StatusSwitchingProtocols {
+			x.skipped = wait
+			return resp, nil
+		}
+		if n1xx++; n1xx > max1xxResponses {
+			return nil, &proxystatus.Error{Type: proxystatus.HTTPProtocolError, Detail: "too many 1xx responses"}
+		}
+		if code == http.StatusContinue {
+			if wait {
+				wait = false
+				if err := x.continueClient(); err != nil {
+					return nil, err
+				}
+				x.startCopier()
+			}
+			continue // an unasked-for 100 is dropped
+		}
+		if x.req.ProtoAtLeast(1, 1) {
+			if err := x.write1xx(resp); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// writeHeader writes the request line and header for the next hop:
+// origin form to an origin, absolute form (with the member's credential)
+// to an http(s) member.
+func (x *exchange) writeHeader(bw interface {
+	io.Writer
+	io.StringWriter
+	io.ByteWriter
+}, absolute bool, auth string) {
+	req := x.req
+	s := x.cc.s
+	bw.WriteString(req.Method)
+	bw.WriteByte(' ')
+	if absolute {
+		bw.WriteString(x.scheme)
+		bw.WriteString("://")
+		bw.WriteString(req.URL.Host)
+	}
+	bw.WriteString(req.URL.RequestURI())
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(req.URL.Host)
+	bw.WriteString("\r\n")
+	req.Header.Write(bw)
+	bw.WriteString("Via: ")
+	bw.WriteString(s.via(req.ProtoMajor, req.ProtoMinor))
+	bw.WriteString("\r\n")
+	if x.body == bodyChunked {
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		if len(req.Trailer) > 0 {
+			writeTrailerNames(bw, req.Trailer)
+		}
+	}
+	if x.te {
+		bw.WriteString("Te: trailers\r\n")
+	}
+	if x.upgrade != "" {
+		bw.WriteString("Connection: Upgrade\r\nUpgrade: ")
+		bw.WriteString(x.upgrade)
+		bw.WriteString("\r\n")
+	}
+	if auth != "" {
+		bw.WriteString("Proxy-Authorization: ")
+		bw.WriteString(auth)
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+}
+
+// writeTrailerNames announces trailer fields.
+func writeTrailerNames(w io.StringWriter, t http.Header) {
+	w.WriteString("Trailer: ")
+	first := true
+	for k := range t {
+		if !first {
+			w.WriteString(", ")
+		}
+		first = false
+		w.WriteString(k)
+	}
+	w.WriteString("\r\n")
+}
+
+// writeTrailers writes the trailer section of a chunked message (after
+// its last chunk) and its final empty line.
+func writeTrailers(w io.StringWriter, t http.Header) {
+	for k, vv := range t {
+		if isHopByHop(k) || k == "Content-Length" || k == "Host" {
+			continue
+		}
+		for _, v := range vv {
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+	w.WriteString("\r\n")
+}
+
+// continueClient tells the client to send its body.
+func (x *exchange) continueClient() error {
+	x.continued = true
+	bw := x.cc.bw
+	bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	if err := bw.Flush(); err != nil {
+		return clientGone(err)
+	}
+	return nil
+}
+
+// write1xx passes an interim response on to the client.
+func (x *exchange) write1xx(resp *http.Response) error {
+	bw := x.cc.bw
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(statusText(resp))
+	bw.WriteString("\r\n")
+	removeHopByHop(resp.Header)
+	resp.Header.Write(bw)
+	bw.WriteString("\r\n")
+	if err := bw.Flush(); err != nil {
+		return clientGone(err)
+	}
+	return nil
+}
+
+// clientGoneDetail marks the errors of clientGone.
+const clientGoneDetail = "client went away"
+
+// clientGone wraps a failure to write to the client.
+func clientGone(err error) *proxystatus.Error {
+	return &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: clientGoneDetail, Err: err}
+}
+
+// isClientGone reports whether err is a clientGone error.
+func isClientGone(err error) bool {
+	var pe *proxystatus.Error
+	return errors.As(err, &pe) && pe.Type == proxystatus.ConnectionTerminated && pe.Detail == clientGoneDetail
+}
+
+// dropOrigin closes the current origin connection: it cannot carry
+// another request.
+func (x *exchange) dropOrigin() {
+	if x.oc != nil {
+		x.oc.close()
+		x.oc = nil
+	}
+}
+
+// bodyCopier copies a request body from the client to the origin in its
+// own goroutine. Its results may be read once done is closed.
+type bodyCopier struct {
+	done     chan struct{}
+	oc       *originConn
+	n        int64
+	rerr     error // reading the client's body failed
+	werr     error // writing to the origin failed
+	complete bool  // the whole body was sent
+	aborted  atomic.Bool
+}
+
+func (x *exchange) startCopier() {
+	x.started = true
+	bc := &bodyCopier{done: make(chan struct{}), oc: x.oc}
+	x.copier = bc
+	go x.copyBody(bc)
+}
+
+// copyBody is the copier's goroutine. A client that fails to deliver its
+// body (it left, or broke the chunked coding) ends the origin connection
+// too, so the origin does not wait for the rest.
+func (x *exchange) copyBody(bc *bodyCopier) {
+	defer close(bc.done)
+	br, ow := x.cc.br, bc.oc.bw
+	bufp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bufp)
+	buf := *bufp
+	var cw io.WriteCloser
+	remain := x.cl
+	for {
+		var n int
+		var err error
+		if x.body == bodyChunked {
+			n, err = x.req.Body.Read(buf)
+		} else {
+			p := buf
+			if int64(len(p)) > remain {
+				p = p[:remain]
+			}
+			n, err = br.Read(p)
+			remain -= int64(n)
+			if err == nil && remain == 0 {
+				err = io.EOF
+			} else if err == io.EOF && remain > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+		}
+		if n > 0 {
+			bc.n += int64(n)
+			x.ev.up = bc.n
+			var werr error
+			if x.body == bodyChunked {
+				if cw == nil {
+					cw = httputil.NewChunkedWriter(ow)
+				}
+				_, werr = cw.Write(buf[:n])
+			} else {
+				_, werr = ow.Write(buf[:n])
+			}
+			if werr != nil {
+				bc.werr = werr
+				return
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			bc.rerr = err
+			bc.oc.conn.Close()
+			return
+		}
+		if br.Buffered() == 0 {
+			if err := ow.Flush(); err != nil {
+				bc.werr = err
+				return
+			}
+		}
+	}
+	if x.body == bodyChunked {
+		ow.WriteString("0\r\n")
+		writeTrailers(ow, x.req.Trailer)
+	}
+	if err := ow.Flush(); err != nil {
+		bc.werr = err
+		return
+	}
+	bc.complete = true
+}
+
+// endCopier waits for the body copy. An exchange that is over before the
+// body was sent (the origin answered without reading it all, or failed)
+// cuts the copy off: the client's reads are interrupted and the origin
+// connection is closed.
+func (x *exchange) endCopier() {
+	bc := x.copier
+	if bc == nil {
+		return
+	}
+	select {
+	case <-bc.done:
+		return
+	default:
+	}
+	runtime.Gosched() // the copy may be finishing its last write
+	select {
+	case <-bc.done:
+		return
+	default:
+	}
+	bc.aborted.Store(true)
+	x.cc.c.SetReadDeadline(aLongTimeAgo)
+	bc.oc.conn.Close()
+	<-bc.done
+}
+
+// bodyDone reports whether the client's request body has been read
+// completely (or there was none), so the connection may carry another
+// request.
+func (x *exchange) bodyDone() bool {
+	switch {
+	case x.body == bodyNone:
+		return true
+	case x.inline:
+		return true
+	case x.copier != nil:
+		return x.copier.complete
+	}
+	return false
+}
+
+// consumeInline takes an inline body out of the client's reader once the
+// answer is settled.
+func (x *exchange) consumeInline() {
+	if x.inline {
+		x.cc.br.Discard(int(x.cl))
+		x.ev.up = x.cl
+	}
+}
+
+// failed answers a request that got no response. It returns whether the
+// client connection may carry another request, and the failure to report
+// to the destination's breaker (nil when it was the client's).
+func (x *exchange) failed(err error) (bool, error) {
+	cc := x.cc
+	x.endCopier()
+	x.dropOrigin()
+	x.consumeInline()
+	if bc := x.copier; bc != nil && bc.rerr != nil && !bc.aborted.Load() {
+		// The request body failed on the client's side.
+		if isNetReadError(bc.rerr) || errors.Is(bc.rerr, io.ErrUnexpectedEOF) {
+			x.ev.err = &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "client went away while sending the request body", Err: bc.rerr}
+			return false, nil
+		}
+		x.ev.err = &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request body: " + bc.rerr.Error(), Err: bc.rerr}
+		x.ev.status = x.ev.err.Code()
+		writeError(cc.bw, x.ev.err, true, false)
+		return false, nil
+	}
+	pe := proxystatus.From(err)
+	if isClientGone(pe) {
+		x.ev.err = pe
+		return false, nil
+	}
+	x.ev.err, x.ev.status = pe, pe.Code()
+	keep := !x.req.Close && x.req.ProtoAtLeast(1, 1) && !cc.s.draining.Load() && x.bodyDone()
+	if writeError(cc.bw, pe, !keep, x.req.Method == http.MethodHead) != nil {
+		keep = false
+	}
+	return keep, err
+}
+
+// respond streams the response to the client and reports whether the
+// client connection may carry another request. Failures are recorded in
+// the event; once the response has started, a failure aborts the
+// connection, never a second status.
+func (x *exchange) respond(resp *http.Response) bool {
+	cc, s, req := x.cc, x.cc.s, x.req
+	x.consumeInline()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return x.switchProtocols(resp)
+	}
+	code := resp.StatusCode
+	bodyless := req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
+	client11 := req.ProtoAtLeast(1, 1)
+	closeAfter := req.Close || s.draining.Load() || (x.skipped && x.body != bodyNone)
+	chunked := false
+	if !bodyless && resp.ContentLength < 0 {
+		if client11 {
+			chunked = true // chunked stays chunked; an unknown length becomes chunked
+		} else {
+			closeAfter = true // HTTP/1.0: the end of the body is the end of the connection
+		}
+	}
+	bw := cc.bw
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(statusText(resp))
+	bw.WriteString("\r\n")
+	removeHopByHop(resp.Header)
+	resp.Header.Write(bw)
+	bw.WriteString("Via: ")
+	bw.WriteString(s.via(resp.ProtoMajor, resp.ProtoMinor))
+	bw.WriteString("\r\n")
+	if _, ok := resp.Header["Date"]; !ok {
+		// RFC 9110 section 6.6.1: a recipient with a clock adds it.
+		bw.WriteString("Date: ")
+		bw.Write(appendDate(bw.AvailableBuffer()))
+		bw.WriteString("\r\n")
+	}
+	if chunked {
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		if len(resp.Trailer) > 0 {
+			writeTrailerNames(bw, resp.Trailer)
+		}
+	}
+	switch {
+	case closeAfter && client11:
+		bw.WriteString("Connection: close\r\n")
+	case !closeAfter && !client11:
+		bw.WriteString("Connection: keep-alive\r\n")
+	}
+	bw.WriteString("\r\n")
+	x.ev.status = code
+	var rerr, werr error
+	if bodyless || resp.Body == http.NoBody {
+		if chunked {
+			bw.WriteString("0\r\n\r\n")
+		}
+	} else {
+		rerr, werr = x.copyResponse(resp, chunked)
+	}
+	x.endCopier()
+	if rerr == nil && werr == nil {
+		// The response is read: the origin connection can serve another
+		// client while this one's last bytes go out.
+		x.releaseOrigin(resp)
+		werr = bw.Flush()
+	}
+	switch {
+	case werr != nil:
+		x.ev.err = clientGone(werr)
+		x.dropOrigin()
+		return false
+	case rerr != nil:
+		pe := *proxystatus.From(rerr)
+		pe.Type, pe.Detail = proxystatus.HTTPResponseIncomplete, "response body: "+pe.Detail
+		x.ev.err = &pe
+		x.dropOrigin()
+		return false
+	}
+	return !closeAfter && x.bodyDone()
+}
+
+// releaseOrigin pools the origin connection after a clean exchange (the
+// whole request sent, the whole response read, nothing more waiting, no
+// close asked for) and closes it otherwise.
+func (x *exchange) releaseOrigin(resp *http.Response) {
+	oc := x.oc
+	if oc == nil {
+		return
+	}
+	if resp.Close || x.skipped || !x.bodyDone() || oc.br.Buffered() > 0 {
+		x.dropOrigin()
+		return
+	}
+	x.oc = nil
+	x.cc.s.origins.put(oc)
+}
+
+// copyResponse streams the response body to the client, re-framed as
+// respond decided, flushing whenever the origin has nothing more at hand.
+// It returns the origin's (read) and the client's (write) failure.
+func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr error) {
+	bw, obr := x.cc.bw, x.oc.br
+	var cw io.WriteCloser
+	var w io.Writer = bw
+	if chunked {
+		cw = httputil.NewChunkedWriter(bw)
+		w = cw
+	}
+	var bufp *[]byte
+	defer func() {
+		if bufp != nil {
+			copyPool.Put(bufp)
+		}
+	}()
+	for {
+		var p []byte
+		if !chunked && bufp == nil && bw.Available() >= 1024 {
+			// A small body goes into the header's write.
+			p = bw.AvailableBuffer()
+			p = p[:cap(p)]
+		} else {
+			if bufp == nil {
+				bufp = copyPool.Get().(*[]byte)
+			}
+			p = *bufp
+		}
+		n, err := resp.Body.Read(p)
+		if n > 0 {
+			x.ev.down += int64(n)
+			if _, e := w.Write(p[:n]); e != nil {
+				return nil, e
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err, nil
+		}
+		if obr.Buffered() == 0 {
+			if e := bw.Flush(); e != nil {
+				return nil, e
+			}
+		}
+	}
+	if chunked {
+		bw.WriteString("0\r\n")
+		writeTrailers(bw, resp.Trailer)
+	}
+	return nil, nil // the caller flushes
+}
+
+// switchProtocols answers an upgrade the origin accepted and relays both
+// connections as a tunnel from then on.
+func (x *exchange) switchProtocols(resp *http.Response) bool {
+	cc, s := x.cc, x.cc.s
+	if x.upgrade == "" || !strings.EqualFold(resp.Header.Get("Upgrade"), x.upgrade) {
+		x.endCopier()
+		x.dropOrigin()
+		e := &proxystatus.Error{Type: proxystatus.HTTPProtocolError,
+			Detail: fmt.Sprintf("origin switched to protocol %q when %q was asked for", resp.Header.Get("Upgrade"), x.upgrade)}
+		x.ev.err, x.ev.status = e, e.Code()
+		writeError(cc.bw, e, true, false)
+		return false
+	}
+	bw := cc.bw
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(statusText(resp))
+	bw.WriteString("\r\n")
+	resp.Header.Write(bw)
+	bw.WriteString("Via: ")
+	bw.WriteString(s.via(resp.ProtoMajor, resp.ProtoMinor))
+	bw.WriteString("\r\n\r\n")
+	x.ev.status = resp.StatusCode
+	if err := bw.Flush(); err != nil {
+		x.ev.err = clientGone(err)
+		x.dropOrigin()
+		return false
+	}
+	cc.c.SetReadDeadline(time.Time{})
+	oc := x.oc
+	x.oc = nil
+	sc := &Conn{Conn: oc.conn, Prefix: buffered(oc.br), Member: nil}
+	oc.detach()
+	if x.release != nil {
+		sc.release.add(x.release)
+		x.release = nil
+	}
+	ev := new(event)
+	*ev = x.ev
+	x.ev.release = nil
+	if s.m != nil {
+		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
+	}
+	t := relay.New(cc.c, sc.Conn)
+	s.addTunnel(t, ev.kind)
+	cc.handedOff = true
+	s.start(ev, t, buffered(cc.br), sc)
+	return false
+}
+
+// originErr classifies a failure on the way to an origin, naming the
+// member m (if any) when reaching it failed; failures after the member
+// was reached are the origin's (or the member's relaying of it).
+func originErr(err error, m *upstream.Member) error {
+	var r *upstream.Refusal
+	if errors.As(err, &r) {
+		return err
+	}
+	pe := proxystatus.From(err)
+	if pe.Upstream != "" || isClientGone(pe) {
+		return pe // a member's own failure, or the client's
+	}
+	out := *pe
+	if m != nil {
+		out.Detail = "via upstream " + m.Name + ": " + out.Detail
+	}
+	if out.Type == proxystatus.ProxyInternalError {
+		out.Type = proxystatus.HTTPResponseIncomplete
+	}
+	return &out
+}
+
 // refusalCode is the member's refusal status in err, or 0.
-func refusalCode(resp *http.Response, err error) int {
+func refusalCode(err error) int {
 	var r *upstream.Refusal
 	if errors.As(err, &r) {
 		return r.Code
@@ -345,7 +1065,7 @@ func notSent(err error) bool {
 	if errors.As(err, &r) {
 		return r.Code == http.StatusProxyAuthRequired || r.Code == http.StatusForbidden || r.DestinationFault
 	}
-	// transportErr names the member only when reaching it failed.
+	// Only failures reaching the member name it.
 	return proxystatus.From(err).Upstream != ""
 }
 
@@ -356,95 +1076,22 @@ func isIdempotent(req *http.Request) bool {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+	_, k1 := req.Header["Idempotency-Key"]
+	_, k2 := req.Header["X-Idempotency-Key"]
+	return k1 || k2
 }
 
-// releaseBody releases the member's connection count when the response
-// body is closed.
-type releaseBody struct {
-	io.ReadCloser
-	release func()
+// prefixConn returns prefix before what it reads from Conn.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
 }
 
-func (b *releaseBody) Close() error {
-	b.release()
-	return b.ReadCloser.Close()
-}
-
-// transportErr classifies an error from http.Transport, naming the member
-// when the failure was reaching it.
-func (f forwarder) transportErr(err error, m *upstream.Member) error {
-	out := *proxystatus.From(err)
-	var oe *net.OpError
-	if m != nil && out.Upstream == "" && errors.As(err, &oe) && oe.Op == "proxyconnect" {
-		// The transport could not reach the member itself.
-		out.Upstream = m.Name
-		out.Detail = "upstream " + m.Name + ": " + out.Detail
-		if out.Type == proxystatus.ProxyInternalError {
-			out.Type = proxystatus.ConnectionTerminated
-		}
-		return &out
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
 	}
-	if m != nil && out.Upstream == "" {
-		out.Detail = "via upstream " + m.Name + ": " + out.Detail
-	}
-	if out.Type == proxystatus.ProxyInternalError {
-		out.Type = proxystatus.HTTPResponseIncomplete
-	}
-	return &out
+	return c.Conn.Read(p)
 }
-
-// replayBody lets the forwarder retry a request whose body has not been
-// touched: http.Transport closes the body when an attempt fails, so Close
-// is a no-op here (the server closes the real body when the handler ends).
-type replayBody struct {
-	io.ReadCloser
-	read bool
-}
-
-func (b *replayBody) Read(p []byte) (int, error) {
-	b.read = true
-	return b.ReadCloser.Read(p)
-}
-
-func (b *replayBody) Close() error { return nil }
-
-// countingBody counts request body bytes.
-type countingBody struct {
-	io.ReadCloser
-	n *int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	atomic.AddInt64(b.n, int64(n)) // the transport may read from its own goroutine
-	return n, err
-}
-
-// countingWriter records the status and counts response body bytes. It
-// unwraps for http.ResponseController (flush, hijack for upgrades).
-type countingWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
-
-func (w *countingWriter) WriteHeader(code int) {
-	if w.status == 0 || w.status < 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-func (w *countingWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -2,14 +2,15 @@ package proxy
 
 import (
 	"bufio"
-	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
@@ -17,57 +18,35 @@ import (
 	"egret.io/egret/internal/route"
 )
 
-// ServeHTTP handles one request from an explicit proxy client: CONNECT
-// opens a tunnel, an absolute-URI request is forwarded, anything else is
-// not a proxy request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.Method == http.MethodConnect:
-		s.serveConnect(w, r)
-	case r.URL.IsAbs() && r.URL.Host != "":
-		s.serveForward(w, r)
-	default:
-		ev := &event{kind: metrics.KindHTTP, client: r.RemoteAddr, method: r.Method, dest: r.Host, start: time.Now()}
-		s.fail(w, r.Context(), ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError,
-			Detail: "egret is a forward proxy: send absolute-URI requests (GET http://host/path) or CONNECT host:port"})
-	}
-}
+// established is the answer to a CONNECT whose tunnel is up.
+const established = "HTTP/1.1 200 Connection established\r\n\r\n"
 
-// fail answers with e and logs the event.
-func (s *Server) fail(w http.ResponseWriter, ctx context.Context, ev *event, e *proxystatus.Error) {
-	ev.err = e
-	ev.status = e.Code()
-	proxystatus.Write(w, e)
-	s.finish(ctx, ev)
-}
-
-func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	ev := &event{kind: metrics.KindConnect, client: r.RemoteAddr, method: r.Method, dest: r.Host, start: time.Now()}
+// serveConnect opens a tunnel for a CONNECT request: the connection
+// becomes the tunnel's. After a refusal the connection may carry another
+// request, as with any error answer.
+func (cc *clientConn) serveConnect(req *http.Request) bool {
+	s := cc.s
+	ev := &event{kind: metrics.KindConnect, client: cc.remote, method: req.Method, dest: req.Host, start: time.Now()}
+	refuse := func(e *proxystatus.Error) bool { return cc.fail(req, ev, e, false) }
 	if e := s.admitClient(ev); e != nil {
-		s.fail(w, ctx, ev, e)
-		return
+		return refuse(e)
 	}
-	dest, err := route.ParseDest(r.Host, 0)
+	dest, err := route.ParseDest(req.Host, 0)
 	if err != nil {
-		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "CONNECT target: " + err.Error()})
-		return
+		return refuse(&proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "CONNECT target: " + err.Error()})
 	}
 	ev.dest = dest.String()
-	if s.loop(r) {
-		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via})
-		return
+	if s.loop(req.Header) {
+		return refuse(&proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via})
 	}
 	st := s.state.Load()
-	ev.dec, ev.decided = s.Route(ctx, st, dest), true
+	ev.dec, ev.decided = s.Route(s.ctx, st, dest), true
 	if ev.dec.Action == route.Deny {
-		s.fail(w, ctx, ev, denied(dest, ev.dec))
-		return
+		return refuse(denied(dest, ev.dec))
 	}
-	sc, err := s.Dial(ctx, st, dest, ev.dec)
+	sc, err := s.Dial(s.ctx, st, dest, ev.dec)
 	if err != nil {
-		s.fail(w, ctx, ev, proxystatus.From(err))
-		return
+		return refuse(proxystatus.From(err))
 	}
 	ev.connect = sc.Connect
 	if sc.Member != nil {
@@ -76,31 +55,23 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if s.m != nil {
 		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
 	}
-	// Once hijacked, http.Server.Shutdown no longer waits for this
-	// connection: count it until relay has registered its tunnel.
-	s.raw.hijacking.Add(1)
-	defer s.raw.hijacking.Add(-1)
-	cc, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		sc.Close()
-		s.fail(w, ctx, ev, &proxystatus.Error{Type: proxystatus.ProxyInternalError, Detail: "take over the client connection", Err: err})
-		return
-	}
-	cc.SetDeadline(time.Time{})
 	ev.status = http.StatusOK
 	// Register the tunnel before the client can see the 200, so a drain
 	// that starts right after counts it.
-	t := relay.New(cc, sc.Conn)
+	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	if _, err := io.WriteString(cc, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+	cc.handedOff = true
+	if _, err := io.WriteString(cc.c, established); err != nil {
 		s.removeTunnel(t)
-		cc.Close()
+		cc.c.Close()
 		sc.Close()
 		ev.status = 0
-		s.finish(context.WithoutCancel(ctx), ev)
-		return
+		ev.err = clientGone(err)
+		s.finish(ev)
+		return false
 	}
-	s.start(ev, t, buffered(brw.Reader), sc)
+	s.start(ev, t, buffered(cc.br), sc)
+	return false
 }
 
 // relay runs the tunnel between the client and the destination in the
@@ -119,15 +90,15 @@ func (s *Server) start(ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn
 	t.Start(clientPrefix, sc.Prefix, func(res relay.Result) {
 		sc.Release()
 		ev.up, ev.down = res.Up, res.Down
-		s.finish(context.Background(), ev)
+		s.finish(ev)
 		// Only now: a drain that sees no tunnel left may end the process,
 		// and this tunnel's log line is written.
 		s.removeTunnel(t)
 	})
 }
 
-// buffered returns (a copy of) what the client sent after its request that
-// the HTTP server already read.
+// buffered returns (a copy of) what br holds beyond the message already
+// read: bytes the client sent for the tunnel along with its request.
 func buffered(br *bufio.Reader) []byte {
 	n := br.Buffered()
 	if n == 0 {
@@ -138,9 +109,10 @@ func buffered(br *bufio.Reader) []byte {
 	return p
 }
 
-// loop reports whether r already passed through this proxy.
-func (s *Server) loop(r *http.Request) bool {
-	for _, v := range r.Header.Values("Via") {
+// loop reports whether a request with header h already passed through
+// this proxy.
+func (s *Server) loop(h http.Header) bool {
+	for _, v := range h["Via"] {
 		if viaHas(v, s.opts.Via) {
 			return true
 		}
@@ -167,15 +139,87 @@ func viaHas(v, name string) bool {
 	return false
 }
 
-// viaValue is this proxy's Via element for a message of protocol proto.
-func (s *Server) viaValue(major, minor int) string {
-	if major == 1 && minor == 1 {
-		return "1.1 " + s.opts.Via + " (egret)"
+// via is this proxy's Via element for a message of protocol
+// HTTP/major.minor.
+func (s *Server) via(major, minor int) string {
+	switch {
+	case major == 1 && minor == 1:
+		return s.via11
+	case major == 1 && minor == 0:
+		return s.via10
 	}
-	return fmt.Sprintf("%d.%d %s (egret)", major, minor, s.opts.Via)
+	return strconv.Itoa(major) + "." + strconv.Itoa(minor) + " " + s.opts.Via + " (egret)"
 }
 
-// isClientGone reports whether err only says the client went away.
-func isClientGone(ctx context.Context, err error) bool {
-	return errors.Is(err, context.Canceled) && ctx.Err() != nil
+// isHopByHop reports whether a (canonical) field name is hop-by-hop
+// (RFC 9110 section 7.6.1, and the fields proxies have used).
+func isHopByHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
+
+// removeHopByHop deletes the hop-by-hop fields of h: the fixed ones and
+// those the Connection field names.
+func removeHopByHop(h http.Header) {
+	for _, v := range h["Connection"] {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			tok = strings.TrimSpace(tok)
+			switch {
+			case tok == "", strings.EqualFold(tok, "close"), strings.EqualFold(tok, "keep-alive"), strings.EqualFold(tok, "upgrade"):
+				// options, or fields deleted below anyway
+			default:
+				delete(h, http.CanonicalHeaderKey(tok))
+			}
+		}
+	}
+	for k := range h {
+		if isHopByHop(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// printable reports whether s is printable ASCII (an Upgrade protocol).
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// statusText is the status code and reason phrase to pass on for resp:
+// the origin's own, unless it holds characters that have no place there.
+func statusText(resp *http.Response) string {
+	st := resp.Status
+	if len(st) >= 3 && httpguts.ValidHeaderFieldValue(st) {
+		return st
+	}
+	return strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode)
+}
+
+// date caches the Date value of the current second.
+type dateCache struct {
+	sec int64
+	val []byte
+}
+
+var lastDate atomic.Pointer[dateCache]
+
+// appendDate appends the current time as an HTTP date.
+func appendDate(b []byte) []byte {
+	now := time.Now()
+	if d := lastDate.Load(); d != nil && d.sec == now.Unix() {
+		return append(b, d.val...)
+	}
+	d := &dateCache{sec: now.Unix(), val: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	lastDate.Store(d)
+	return append(b, d.val...)
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"egret.io/egret/internal/route"
 )
 
 // logLine encodes one access log line as JSON, in the same shape as the
@@ -38,6 +40,24 @@ func (l *logLine) int(k string, v int64) {
 	l.b = strconv.AppendInt(l.b, v, 10)
 }
 
+// detail writes a decision's Detail without building the string.
+func (l *logLine) detail(k string, d *route.Decision) {
+	l.b = append(l.b, ',', '"')
+	l.b = append(l.b, k...)
+	l.b = append(l.b, '"', ':', '"')
+	l.b = appendJSONChars(l.b, d.Reason.String())
+	if d.Entry != "" {
+		l.b = append(l.b, ' ')
+		l.b = appendJSONChars(l.b, d.Entry)
+	}
+	if d.Source != "" {
+		l.b = append(l.b, ' ', '(')
+		l.b = appendJSONChars(l.b, d.Source)
+		l.b = append(l.b, ')')
+	}
+	l.b = append(l.b, '"')
+}
+
 // ms writes a duration in milliseconds with microsecond precision.
 func (l *logLine) ms(k string, d time.Duration) {
 	l.b = append(l.b, ',', '"')
@@ -64,6 +84,12 @@ const hexDigits = "0123456789abcdef"
 // control characters escaped, invalid UTF-8 replaced.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
+	b = appendJSONChars(b, s)
+	return append(b, '"')
+}
+
+// appendJSONChars appends s escaped for a JSON string, without quotes.
+func appendJSONChars(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -99,6 +125,5 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }

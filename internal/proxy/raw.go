@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -24,9 +23,6 @@ type rawListeners struct {
 	conns  map[net.Conn]context.CancelFunc
 	self   []netip.AddrPort // every listener address of this proxy
 	tports []uint16         // ports of the transparent listeners
-	// hijacking counts CONNECT handlers between Hijack and the tunnel's
-	// registration, which http.Server.Shutdown does not see.
-	hijacking atomic.Int64
 }
 
 // add registers ln; false after close.
@@ -73,7 +69,7 @@ func (l *rawListeners) untrack(c net.Conn) {
 func (l *rawListeners) active() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.conns) + int(l.hijacking.Load())
+	return len(l.conns)
 }
 
 // close stops accepting: it closes every listener. Handshakes in progress

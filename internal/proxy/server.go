@@ -2,12 +2,11 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
-	"log"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"sync"
@@ -70,6 +69,9 @@ type Options struct {
 	// Protection holds the client allow-list, the SSRF guard and the limits;
 	// the zero value has none.
 	Protection Protection
+	// OriginTLS configures TLS to the origins of forwarded https:// URLs
+	// (ServerName defaults to the URL's host); nil means the system roots.
+	OriginTLS *tls.Config
 }
 
 // State is the part of the configuration a reload replaces. It is
@@ -95,16 +97,23 @@ type Server struct {
 	m     *metrics.Metrics
 	state atomic.Pointer[State]
 
-	transport *http.Transport
-	forward   http.Handler
-	events    *upstream.Events
-	insights  insights
+	events       *upstream.Events
+	insights     insights
+	origins      *originPool // idle connections of forwarded requests
+	via10, via11 string      // Via elements
+
+	// ctx is the context of routing and dialling. It is never cancelled:
+	// every stage has its own timeout, and a cancellable parent would cost
+	// every dial a registration.
+	ctx context.Context
+
+	connsMu  sync.Mutex
+	conns    map[*clientConn]struct{} // explicit listener's client connections
+	draining atomic.Bool              // Shutdown has begun
 
 	mu       sync.Mutex
-	servers  []*http.Server
 	tunnels  map[*relay.Tunnel]string // tunnel → kind
-	raw      rawListeners             // transparent and SOCKS5 listeners
-	closing  bool
+	raw      rawListeners             // every listener; transparent and SOCKS5 handshakes
 	reaperGo sync.Once
 	stop     chan struct{}
 }
@@ -138,26 +147,28 @@ func New(opts Options, st *State) (*Server, error) {
 		opts.Resolver = net.DefaultResolver
 	}
 	if opts.DialContext == nil {
-		d := &net.Dialer{KeepAlive: 30 * time.Second}
-		opts.DialContext = d.DialContext
+		opts.DialContext = dialTCP
 	}
 	s := &Server{
 		opts:    opts,
 		log:     opts.Logger,
 		m:       opts.Metrics,
+		origins: newOriginPool(),
+		via10:   "1.0 " + opts.Via + " (egret)",
+		via11:   "1.1 " + opts.Via + " (egret)",
+		conns:   map[*clientConn]struct{}{},
 		tunnels: map[*relay.Tunnel]string{},
 		stop:    make(chan struct{}),
 	}
+	s.ctx = context.Background()
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.alog = opts.AccessLog
 	s.events = s.poolEvents()
-	s.transport = s.newTransport()
 	if err := s.SetState(st); err != nil {
 		return nil, err
 	}
-	s.forward = s.newForwarder()
 	return s, nil
 }
 
@@ -195,85 +206,44 @@ func (s *Server) SetState(st *State) error {
 // RetireConnections closes the idle keep-alive connections of forwarded
 // requests, so no new request rides a connection made with a member or a
 // credential that is no longer in use. Call it after changing members or
-// credentials; connections busy now are not reused for the old member or
-// credential (their keys no longer match).
+// credentials; connections busy now are closed when their request ends.
 func (s *Server) RetireConnections() {
-	if s.transport != nil {
-		s.transport.CloseIdleConnections()
+	if s.origins != nil {
+		s.origins.retire()
 	}
 }
 
 // State returns the current state.
 func (s *Server) State() *State { return s.state.Load() }
 
-// Serve accepts HTTP proxy clients on ln until Shutdown. It returns
-// http.ErrServerClosed after Shutdown.
-func (s *Server) Serve(ln net.Listener) error {
-	hs := &http.Server{
-		Handler:                      s,
-		ReadHeaderTimeout:            positive(s.opts.Timeouts.HeaderRead),
-		IdleTimeout:                  positive(s.opts.Timeouts.ClientIdle),
-		MaxHeaderBytes:               s.opts.MaxHeaderBytes,
-		DisableGeneralOptionsHandler: true,
-		ErrorLog:                     log.New(slogWriter{s.log}, "", 0),
-	}
-	hs.Protocols = new(http.Protocols)
-	hs.Protocols.SetHTTP1(true)
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		ln.Close()
-		return http.ErrServerClosed
-	}
-	s.servers = append(s.servers, hs)
-	s.mu.Unlock()
-	s.NoteListener(ln.Addr())
-	s.startReaper()
-	return hs.Serve(ln)
-}
-
 // Shutdown stops accepting, lets requests in progress and open tunnels
-// finish until ctx ends, then closes whatever is left. It returns ctx's
-// error if it had to cut anything off.
+// finish until ctx ends, then closes whatever is left. Idle keep-alive
+// client connections are closed at once; a connection that finishes its
+// request closes instead of waiting for another. It returns ctx's error if
+// it had to cut anything off.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closing = true
-	servers := append([]*http.Server(nil), s.servers...)
-	s.mu.Unlock()
+	s.connsMu.Lock()
+	s.draining.Store(true)
+	s.connsMu.Unlock()
 	s.raw.close()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(servers))
-	for _, hs := range servers {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs <- hs.Shutdown(ctx) }()
-	}
-	wg.Wait()
-	close(errs)
+	s.origins.close()
 	var err error
-	for e := range errs {
-		if e != nil && err == nil {
-			err = e
-		}
-	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for s.OpenTunnels() > 0 || s.raw.active() > 0 {
+	for s.activeConns(time.Now()) > 0 || s.OpenTunnels() > 0 || s.raw.active() > 0 {
 		select {
 		case <-ctx.Done():
+			err = ctx.Err()
+			s.closeConns()
 			s.raw.abort()
 			s.closeTunnels()
-			if err == nil {
-				err = ctx.Err()
-			}
 		case <-tick.C:
 			continue
 		}
 		break
 	}
-	for _, hs := range servers {
-		hs.Close()
-	}
-	s.transport.CloseIdleConnections()
+	s.closeConns()
+	s.origins.close()
 	select {
 	case <-s.stop:
 	default:
@@ -354,25 +324,26 @@ func (s *Server) startReaper() {
 	})
 }
 
+var (
+	remoteDialer   = &net.Dialer{KeepAlive: 30 * time.Second}
+	loopbackDialer = &net.Dialer{KeepAlive: -1}
+)
+
+// dialTCP is the default Options.DialContext. Like the listeners (see
+// listenTCP), it sets no TCP keep-alive probes on connections to loopback
+// addresses: a peer on the same host cannot vanish behind a NAT, and the
+// probes would cost four system calls per connection. Other connections
+// keep Go's default probes.
+func dialTCP(ctx context.Context, network, addr string) (net.Conn, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().IsLoopback() {
+		return loopbackDialer.DialContext(ctx, network, addr)
+	}
+	return remoteDialer.DialContext(ctx, network, addr)
+}
+
 func positive(d time.Duration) time.Duration {
 	if d < 0 {
 		return 0
 	}
 	return d
-}
-
-// slogWriter sends net/http's internal log lines (TLS handshake errors,
-// "http: superfluous WriteHeader", ...) to slog at debug level.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Debug("http server", "detail", string(trimNL(p)))
-	return len(p), nil
-}
-
-func trimNL(p []byte) []byte {
-	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
-		p = p[:len(p)-1]
-	}
-	return p
 }

@@ -217,7 +217,7 @@ func lingerClose(c net.Conn) {
 // went away.
 func (s *Server) failRaw(ctx context.Context, ev *event, e *proxystatus.Error, status int) {
 	ev.err, ev.status = e, status
-	s.finish(context.WithoutCancel(ctx), ev)
+	s.finish(ev)
 }
 
 func addrPort(a net.Addr) (netip.AddrPort, bool) {

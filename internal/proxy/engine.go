@@ -1,0 +1,539 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/proxystatus"
+)
+
+// The explicit listener's engine: one goroutine per client connection,
+// reading requests with net/http's parser (http.ReadRequest: request line,
+// header validation, Content-Length and Transfer-Encoding rules, chunked
+// bodies) from a pooled bufio.Reader, and answering on a pooled
+// bufio.Writer. CONNECT becomes a tunnel on the same connection; an
+// absolute-URI request is forwarded (forward.go) over a pooled connection
+// to the origin or upstream member (origin.go).
+
+// Engine constants.
+const (
+	// bufSize is the size of the bufio readers and writers of client and
+	// origin connections.
+	bufSize = 4 << 10
+	// headerSlack is read beyond MaxHeaderBytes before a header is refused,
+	// like net/http: the reader's buffer may hold the start of the body.
+	headerSlack = bufSize
+	// newConnGrace is how long Shutdown leaves a new connection that has
+	// not sent a byte before it closes it (like net/http).
+	newConnGrace = 5 * time.Second
+)
+
+// Client connection states, for Shutdown.
+const (
+	connNew    int32 = iota // accepted, nothing read yet
+	connActive              // reading or serving a request
+	connIdle                // waiting for the next request
+	connDone                // closed, or handed to a tunnel
+)
+
+// aLongTimeAgo is a deadline in the past: it interrupts blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+var (
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+	copyPool   = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+)
+
+func getReader(r io.Reader) *bufio.Reader {
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+func putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readerPool.Put(br)
+}
+
+func getWriter(w io.Writer) *bufio.Writer {
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func putWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	writerPool.Put(bw)
+}
+
+// errHeaderTooLarge ends a header read that went past its limit.
+var errHeaderTooLarge = errors.New("header section too large")
+
+// limitReader reads from a connection, bounding the bytes a message header
+// may take while limited, counting every byte, and, while recording,
+// keeping a copy of what it read (the raw request header, checked for
+// Content-Length beside Transfer-Encoding).
+type limitReader struct {
+	c         net.Conn
+	n         int64 // bytes read so far
+	remain    int64
+	limited   bool
+	hit       bool
+	recording bool
+	rec       []byte
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.limited {
+		if l.remain <= 0 {
+			l.hit = true
+			return 0, errHeaderTooLarge
+		}
+		if int64(len(p)) > l.remain {
+			p = p[:l.remain]
+		}
+	}
+	n, err := l.c.Read(p)
+	l.n += int64(n)
+	if l.limited {
+		l.remain -= int64(n)
+	}
+	if l.recording {
+		l.rec = append(l.rec, p[:n]...)
+	}
+	return n, err
+}
+
+func (l *limitReader) limit(n int64) { l.limited, l.remain, l.hit = true, n, false }
+
+func (l *limitReader) unlimit() { l.limited = false }
+
+// clientConn is one connection of an explicit proxy client.
+type clientConn struct {
+	s      *Server
+	c      net.Conn
+	remote string
+	lr     limitReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	state  atomic.Int32
+	since  time.Time // accepted
+	served int       // requests read
+	// handedOff is set when the connection became a tunnel: it is no
+	// longer this goroutine's to close.
+	handedOff bool
+	x         exchange // the forwarded request in progress (reused)
+	meters    meters   // the metrics its requests counted last
+}
+
+// Serve accepts HTTP proxy clients on ln until Shutdown. It returns
+// http.ErrServerClosed after Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if !s.raw.add(ln) {
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	s.NoteListener(ln.Addr())
+	s.startReaper()
+	s.origins.startSweeper(s.stop)
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.raw.isClosed() {
+				return http.ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "listener", ln.Addr().String(), "error", err.Error(), "retry_in", delay.String())
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		cc := &clientConn{s: s, c: c, since: time.Now()}
+		if !s.trackConn(cc) {
+			c.Close()
+			continue
+		}
+		go cc.serve()
+	}
+}
+
+// trackConn registers a client connection; false once Shutdown began.
+func (s *Server) trackConn(cc *clientConn) bool {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	s.conns[cc] = struct{}{}
+	return true
+}
+
+func (s *Server) untrackConn(cc *clientConn) {
+	s.connsMu.Lock()
+	delete(s.conns, cc)
+	s.connsMu.Unlock()
+}
+
+// activeConns returns the client connections Shutdown waits for: serving
+// a request, or new and within their grace period. It closes the idle ones
+// (and new ones past their grace) on the way.
+func (s *Server) activeConns(now time.Time) int {
+	var idle []*clientConn
+	n := 0
+	s.connsMu.Lock()
+	for cc := range s.conns {
+		switch st := cc.state.Load(); {
+		case st == connIdle && cc.state.CompareAndSwap(connIdle, connDone):
+			idle = append(idle, cc)
+		case st == connNew && now.Sub(cc.since) > newConnGrace && cc.state.CompareAndSwap(connNew, connDone):
+			idle = append(idle, cc)
+		case st == connActive || st == connNew:
+			n++
+		}
+	}
+	s.connsMu.Unlock()
+	for _, cc := range idle {
+		cc.c.Close()
+	}
+	return n
+}
+
+// closeConns closes every client connection (Shutdown's deadline).
+func (s *Server) closeConns() {
+	s.connsMu.Lock()
+	all := make([]*clientConn, 0, len(s.conns))
+	for cc := range s.conns {
+		all = append(all, cc)
+	}
+	s.connsMu.Unlock()
+	for _, cc := range all {
+		cc.c.Close()
+	}
+}
+
+// serve reads and answers requests until the connection ends or becomes a
+// tunnel.
+func (cc *clientConn) serve() {
+	s := cc.s
+	cc.remote = cc.c.RemoteAddr().String()
+	cc.lr.c = cc.c
+	cc.br = getReader(&cc.lr)
+	cc.bw = getWriter(cc.c)
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic serving a connection", "listener", "proxy", "client", cc.remote,
+				"panic", r, "stack", string(debug.Stack()))
+		}
+		if !cc.handedOff {
+			cc.c.Close()
+		}
+		cc.state.Store(connDone)
+		s.untrackConn(cc)
+		putReader(cc.br)
+		putWriter(cc.bw)
+		if cap(cc.lr.rec) > 4*bufSize {
+			cc.lr.rec = nil
+		}
+	}()
+	for {
+		req, err := cc.readRequest()
+		if err != nil {
+			cc.requestError(req, err)
+			return
+		}
+		if !cc.handle(req) {
+			return
+		}
+		if s.draining.Load() {
+			return
+		}
+	}
+}
+
+// requestError answers a request that could not be read (or was refused
+// before routing) and logs it; a client that left or stayed silent gets
+// nothing.
+func (cc *clientConn) requestError(req *http.Request, err error) {
+	var pe *proxystatus.Error
+	if !errors.As(err, &pe) {
+		return // the client went away, or the connection was closed
+	}
+	ev := event{kind: metrics.KindHTTP, client: cc.remote, start: time.Now(), err: pe, status: pe.Code()}
+	if req != nil {
+		ev.method = req.Method
+	}
+	cc.c.SetWriteDeadline(time.Now().Add(refuseLinger))
+	if proxystatus.WriteRaw(cc.bw, pe, true) == nil && cc.bw.Flush() == nil {
+		cc.s.finish(&ev)
+		lingerClose(cc.c)
+		return
+	}
+	cc.s.finish(&ev)
+}
+
+// readRequest waits for the next request and reads its header. Errors the
+// client must be told about are *proxystatus.Error values; any other error
+// means the connection is over without an answer.
+func (cc *clientConn) readRequest() (*http.Request, error) {
+	s := cc.s
+	lr := &cc.lr
+	lr.limit(int64(s.opts.MaxHeaderBytes) + headerSlack)
+	lr.rec = lr.rec[:0]
+	pipelined := cc.br.Buffered() > 0
+	if n := cc.br.Buffered(); n > 0 {
+		p, _ := cc.br.Peek(n) // pipelined: the request is already here
+		lr.rec = append(lr.rec, p...)
+	}
+	lr.recording = true
+	defer func() { lr.recording = false; lr.unlimit() }()
+	if cc.served == 0 {
+		if d := s.opts.Timeouts.HeaderRead; d > 0 {
+			cc.c.SetReadDeadline(cc.since.Add(d))
+		}
+	} else if cc.br.Buffered() == 0 {
+		if !cc.state.CompareAndSwap(connActive, connIdle) {
+			return nil, net.ErrClosed
+		}
+		if d := s.opts.Timeouts.ClientIdle; d > 0 {
+			cc.c.SetReadDeadline(time.Now().Add(d))
+		} else {
+			cc.c.SetReadDeadline(time.Time{})
+		}
+	}
+	// Empty lines before a request are ignored (RFC 9112 section 2.2).
+	for {
+		p, err := cc.br.Peek(1)
+		if err != nil {
+			if lr.hit {
+				return nil, headerTooLarge()
+			}
+			return nil, err
+		}
+		if p[0] != '\r' && p[0] != '\n' {
+			break
+		}
+		cc.br.Discard(1)
+	}
+	switch st := cc.state.Load(); st {
+	case connActive:
+	case connNew, connIdle:
+		if !cc.state.CompareAndSwap(st, connActive) {
+			return nil, net.ErrClosed // Shutdown closed it meanwhile
+		}
+	default:
+		return nil, net.ErrClosed
+	}
+	if cc.served > 0 {
+		// The header timeout runs from the request's first byte; a header
+		// that arrived whole needs none.
+		if d := s.opts.Timeouts.HeaderRead; d > 0 && (pipelined || !headerBuffered(cc.br)) {
+			cc.c.SetReadDeadline(time.Now().Add(d))
+		}
+	}
+	cc.served++
+	req, err := http.ReadRequest(cc.br)
+	if err != nil {
+		if lr.hit {
+			return nil, headerTooLarge()
+		}
+		if isNetReadError(err) {
+			return nil, err
+		}
+		st := http.StatusBadRequest
+		if strings.Contains(err.Error(), "transfer encoding") {
+			st = http.StatusNotImplemented // RFC 9112 section 6.1
+		}
+		return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: st, Detail: "malformed request: " + err.Error()}
+	}
+	// What net/http's server checks beyond ReadRequest.
+	if req.ProtoMajor != 1 {
+		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: http.StatusHTTPVersionNotSupported,
+			Detail: "unsupported protocol version " + req.Proto + ": egret speaks HTTP/1.x to clients"}
+	}
+	// http.ReadRequest took the Host field out of the header; its raw
+	// copy says whether there was one (ReadRequest refused two).
+	raw := scanHeader(lr.rec)
+	if req.ProtoAtLeast(1, 1) && !raw.host && req.Method != http.MethodConnect {
+		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "missing required Host header"}
+	}
+	if raw.host && !validHost(raw, req.Host) {
+		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "malformed Host header"}
+	}
+	// Transfer-Encoding beside Content-Length is how requests are smuggled
+	// past a front proxy that reads the other one (RFC 9112 section 6.3):
+	// refuse it rather than pick one.
+	if len(req.TransferEncoding) > 0 && raw.contentLength {
+		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request has both Transfer-Encoding and Content-Length"}
+	}
+	if e, ok := req.Header["Expect"]; ok && !(len(e) == 1 && strings.EqualFold(strings.TrimSpace(e[0]), "100-continue")) {
+		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: http.StatusExpectationFailed, Detail: "unsupported expectation"}
+	}
+	if req.Body != http.NoBody && req.ContentLength != 0 || req.Method == http.MethodConnect {
+		// The body is read (or the tunnel relayed) without the header's
+		// deadline.
+		cc.c.SetReadDeadline(time.Time{})
+	}
+	return req, nil
+}
+
+func headerTooLarge() *proxystatus.Error {
+	return &proxystatus.Error{Type: proxystatus.HTTPRequestHeaderSize, Detail: "request header section too large"}
+}
+
+// headerBuffered reports whether a whole request header is in br already.
+func headerBuffered(br *bufio.Reader) bool {
+	p, _ := br.Peek(br.Buffered())
+	return bytes.Contains(p, []byte("\r\n\r\n")) || bytes.Contains(p, []byte("\n\n"))
+}
+
+// rawHeader is what scanHeader found in a raw request header.
+type rawHeader struct {
+	host          bool   // a Host field
+	hostValue     []byte // its value, trimmed
+	hostFolded    bool   // its value went on over another line (obs-fold)
+	contentLength bool   // a Content-Length field
+}
+
+// scanHeader looks through the raw request header at the start of rec
+// (after any empty lines) for the fields http.ReadRequest leaves no trace
+// of. ReadRequest has validated the header: field names end at the colon,
+// with no whitespace.
+func scanHeader(rec []byte) rawHeader {
+	var h rawHeader
+	first, inHost := true, false
+	for len(rec) > 0 {
+		line := rec
+		if i := bytes.IndexByte(rec, '\n'); i >= 0 {
+			line, rec = rec[:i], rec[i+1:]
+		} else {
+			rec = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			if first {
+				continue // empty lines before the request line
+			}
+			break // the end of the header section
+		}
+		if first {
+			first = false // the request line
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			h.hostFolded = h.hostFolded || inHost
+			continue
+		}
+		inHost = false
+		switch {
+		case hasFieldName(line, "host:"):
+			h.host, inHost = true, true
+			h.hostValue = bytes.TrimSpace(line[len("host:"):])
+		case hasFieldName(line, "content-length:"):
+			h.contentLength = true
+		}
+	}
+	return h
+}
+
+func hasFieldName(line []byte, name string) bool {
+	if len(line) < len(name) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := line[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost applies net/http's server check to the Host field. reqHost is
+// the request's host, usually the same text (then no copy is made).
+func validHost(h rawHeader, reqHost string) bool {
+	if h.hostFolded {
+		return false // the value joined over lines holds a space
+	}
+	if string(h.hostValue) == reqHost {
+		return httpguts.ValidHostHeader(reqHost)
+	}
+	return httpguts.ValidHostHeader(string(h.hostValue))
+}
+
+// isNetReadError reports whether err ends a request read because the
+// connection ended or timed out, not because of what the client sent (a
+// header cut short is answered, like net/http does).
+func isNetReadError(err error) bool {
+	if err == io.EOF || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
+}
+
+// handle serves one request; it reports whether the connection may carry
+// another.
+func (cc *clientConn) handle(req *http.Request) bool {
+	switch {
+	case req.Method == http.MethodConnect:
+		return cc.serveConnect(req)
+	case req.URL.IsAbs() && req.URL.Host != "":
+		return cc.forward(req)
+	}
+	ev := event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: req.Host, start: time.Now()}
+	return cc.fail(req, &ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError,
+		Detail: "egret is a forward proxy: send absolute-URI requests (GET http://host/path) or CONNECT host:port"}, false)
+}
+
+// fail answers req with e, logs ev, and reports whether the connection may
+// carry another request: only when req's body (if any) was not started,
+// can be skipped, and neither side asked to close. bodyRead says the body
+// was read completely.
+func (cc *clientConn) fail(req *http.Request, ev *event, e *proxystatus.Error, bodyRead bool) bool {
+	ev.err, ev.status = e, e.Code()
+	keep := !req.Close && req.ProtoAtLeast(1, 1) && !cc.s.draining.Load() &&
+		(bodyRead || req.Body == http.NoBody || req.ContentLength == 0)
+	err := writeError(cc.bw, e, !keep, req.Method == http.MethodHead)
+	cc.s.finishWith(ev, &cc.meters)
+	return keep && err == nil
+}
+
+// writeError writes e as a complete response and flushes it; head leaves
+// the body out (the answer to a HEAD request).
+func writeError(bw *bufio.Writer, e *proxystatus.Error, closeConn, head bool) error {
+	if !head {
+		if err := proxystatus.WriteRaw(bw, e, closeConn); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	var b bytes.Buffer
+	proxystatus.WriteRaw(&b, e, closeConn)
+	out := b.Bytes()
+	if i := bytes.Index(out, []byte("\r\n\r\n")); i >= 0 {
+		out = out[:i+4]
+	}
+	bw.Write(out)
+	return bw.Flush()
+}

@@ -131,8 +131,8 @@ type clientConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	state  atomic.Int32
-	since  time.Time // accepted
-	served int       // requests read
+	since  atomic.Int64 // unix nanoseconds: accepted, or became idle
+	served int          // requests read
 	// handedOff is set when the connection became a tunnel: it is no
 	// longer this goroutine's to close.
 	handedOff bool
@@ -149,6 +149,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.NoteListener(ln.Addr())
 	s.startReaper()
+	s.startConnSweeper()
 	s.origins.startSweeper(s.stop)
 	var delay time.Duration
 	for {
@@ -166,12 +167,40 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		cc := &clientConn{s: s, c: c, since: time.Now()}
+		cc := &clientConn{s: s, c: c}
+		cc.since.Store(time.Now().UnixNano())
 		if !s.trackConn(cc) {
 			c.Close()
 			continue
 		}
-		go cc.serve()
+		select {
+		case s.handoff <- cc: // an idle worker takes it
+		default:
+			go s.worker(cc)
+		}
+	}
+}
+
+// maxIdleWorkers bounds the goroutines kept waiting for a connection.
+const maxIdleWorkers = 64
+
+// worker serves connections: cc, then the ones the accept loop hands it.
+// Reusing the goroutine saves starting one per connection, and growing its
+// stack again (dialling and parsing take more than a new goroutine has).
+func (s *Server) worker(cc *clientConn) {
+	for {
+		cc.serve()
+		if s.idleWorkers.Add(1) > maxIdleWorkers {
+			s.idleWorkers.Add(-1)
+			return
+		}
+		select {
+		case cc = <-s.handoff:
+			s.idleWorkers.Add(-1)
+		case <-s.stop:
+			s.idleWorkers.Add(-1)
+			return
+		}
 	}
 }
 
@@ -203,7 +232,7 @@ func (s *Server) activeConns(now time.Time) int {
 		switch st := cc.state.Load(); {
 		case st == connIdle && cc.state.CompareAndSwap(connIdle, connDone):
 			idle = append(idle, cc)
-		case st == connNew && now.Sub(cc.since) > newConnGrace && cc.state.CompareAndSwap(connNew, connDone):
+		case st == connNew && now.UnixNano()-cc.since.Load() > int64(newConnGrace) && cc.state.CompareAndSwap(connNew, connDone):
 			idle = append(idle, cc)
 		case st == connActive || st == connNew:
 			n++
@@ -214,6 +243,58 @@ func (s *Server) activeConns(now time.Time) int {
 		cc.c.Close()
 	}
 	return n
+}
+
+// sweepConns closes the client connections that stayed silent too long:
+// new ones (no byte yet) past the header timeout, idle keep-alive ones past
+// the idle timeout. A periodic scan replaces a read deadline (a timer
+// update) per request.
+func (s *Server) sweepConns(now time.Time) {
+	hdr, idle := int64(s.opts.Timeouts.HeaderRead), int64(s.opts.Timeouts.ClientIdle)
+	var stale []*clientConn
+	s.connsMu.Lock()
+	for cc := range s.conns {
+		age := now.UnixNano() - cc.since.Load()
+		switch st := cc.state.Load(); {
+		case st == connNew && hdr > 0 && age > hdr && cc.state.CompareAndSwap(connNew, connDone):
+			stale = append(stale, cc)
+		case st == connIdle && idle > 0 && age > idle && cc.state.CompareAndSwap(connIdle, connDone):
+			stale = append(stale, cc)
+		}
+	}
+	s.connsMu.Unlock()
+	for _, cc := range stale {
+		cc.c.Close()
+	}
+}
+
+// startConnSweeper runs sweepConns at a quarter of the shorter timeout
+// (between 5ms and a second) until Shutdown.
+func (s *Server) startConnSweeper() {
+	every := time.Duration(0)
+	for _, d := range []time.Duration{s.opts.Timeouts.HeaderRead, s.opts.Timeouts.ClientIdle} {
+		if d > 0 && (every == 0 || d/4 < every) {
+			every = d / 4
+		}
+	}
+	if every == 0 {
+		return
+	}
+	every = min(max(every, 5*time.Millisecond), time.Second)
+	s.sweepGo.Do(func() {
+		go func() {
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-s.stop:
+					return
+				case now := <-tick.C:
+					s.sweepConns(now)
+				}
+			}
+		}()
+	})
 }
 
 // closeConns closes every client connection (Shutdown's deadline).
@@ -304,18 +385,12 @@ func (cc *clientConn) readRequest() (*http.Request, error) {
 	}
 	lr.recording = true
 	defer func() { lr.recording = false; lr.unlimit() }()
-	if cc.served == 0 {
-		if d := s.opts.Timeouts.HeaderRead; d > 0 {
-			cc.c.SetReadDeadline(cc.since.Add(d))
-		}
-	} else if cc.br.Buffered() == 0 {
+	// A new or idle connection waits without a deadline: sweepConns
+	// closes it if it stays silent too long.
+	if cc.served > 0 && !pipelined {
+		cc.since.Store(time.Now().UnixNano())
 		if !cc.state.CompareAndSwap(connActive, connIdle) {
 			return nil, net.ErrClosed
-		}
-		if d := s.opts.Timeouts.ClientIdle; d > 0 {
-			cc.c.SetReadDeadline(time.Now().Add(d))
-		} else {
-			cc.c.SetReadDeadline(time.Time{})
 		}
 	}
 	// Empty lines before a request are ignored (RFC 9112 section 2.2).
@@ -341,15 +416,18 @@ func (cc *clientConn) readRequest() (*http.Request, error) {
 	default:
 		return nil, net.ErrClosed
 	}
-	if cc.served > 0 {
-		// The header timeout runs from the request's first byte; a header
-		// that arrived whole needs none.
-		if d := s.opts.Timeouts.HeaderRead; d > 0 && (pipelined || !headerBuffered(cc.br)) {
-			cc.c.SetReadDeadline(time.Now().Add(d))
-		}
+	// The header timeout runs from the request's first byte (slowloris);
+	// a header that arrived whole needs none.
+	deadline := false
+	if d := s.opts.Timeouts.HeaderRead; d > 0 && !headerBuffered(cc.br) {
+		cc.c.SetReadDeadline(time.Now().Add(d))
+		deadline = true
 	}
 	cc.served++
 	req, err := http.ReadRequest(cc.br)
+	if deadline && err == nil {
+		cc.c.SetReadDeadline(time.Time{}) // bodies and tunnels have none
+	}
 	if err != nil {
 		if lr.hit {
 			return nil, headerTooLarge()
@@ -385,11 +463,6 @@ func (cc *clientConn) readRequest() (*http.Request, error) {
 	}
 	if e, ok := req.Header["Expect"]; ok && !(len(e) == 1 && strings.EqualFold(strings.TrimSpace(e[0]), "100-continue")) {
 		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: http.StatusExpectationFailed, Detail: "unsupported expectation"}
-	}
-	if req.Body != http.NoBody && req.ContentLength != 0 || req.Method == http.MethodConnect {
-		// The body is read (or the tunnel relayed) without the header's
-		// deadline.
-		cc.c.SetReadDeadline(time.Time{})
 	}
 	return req, nil
 }

@@ -421,6 +421,16 @@ func TestEngineHeaderLimits(t *testing.T) {
 			t.Error("connection left open after 431")
 		}
 	})
+	t.Run("silent-client", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		start := time.Now()
+		if !c.closed() {
+			t.Fatal("a connection that never sent a byte was kept open")
+		}
+		if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
+			t.Errorf("silent connection closed after %v, want about the 300ms header timeout", d)
+		}
+	})
 	t.Run("slow-second-header", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
 		c.send("GET http://origin.test:%s/one HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)

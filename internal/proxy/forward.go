@@ -759,6 +759,9 @@ func (x *exchange) endCopier() {
 	x.cc.c.SetReadDeadline(aLongTimeAgo)
 	bc.oc.conn.Close()
 	<-bc.done
+	if bc.complete {
+		x.cc.c.SetReadDeadline(time.Time{}) // it finished after all
+	}
 }
 
 // bodyDone reports whether the client's request body has been read

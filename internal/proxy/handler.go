@@ -199,7 +199,7 @@ func printable(s string) bool {
 // the origin's own, unless it holds characters that have no place there.
 func statusText(resp *http.Response) string {
 	st := resp.Status
-	if len(st) >= 3 && httpguts.ValidHeaderFieldValue(st) {
+	if len(st) > 4 && st[3] == ' ' && httpguts.ValidHeaderFieldValue(st) {
 		return st
 	}
 	return strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode)

@@ -107,14 +107,17 @@ type Server struct {
 	// every dial a registration.
 	ctx context.Context
 
-	connsMu  sync.Mutex
-	conns    map[*clientConn]struct{} // explicit listener's client connections
-	draining atomic.Bool              // Shutdown has begun
+	connsMu     sync.Mutex
+	conns       map[*clientConn]struct{} // explicit listener's client connections
+	draining    atomic.Bool              // Shutdown has begun
+	handoff     chan *clientConn         // to idle workers
+	idleWorkers atomic.Int32
 
 	mu       sync.Mutex
 	tunnels  map[*relay.Tunnel]string // tunnel → kind
 	raw      rawListeners             // every listener; transparent and SOCKS5 handshakes
 	reaperGo sync.Once
+	sweepGo  sync.Once
 	stop     chan struct{}
 }
 
@@ -157,6 +160,7 @@ func New(opts Options, st *State) (*Server, error) {
 		via10:   "1.0 " + opts.Via + " (egret)",
 		via11:   "1.1 " + opts.Via + " (egret)",
 		conns:   map[*clientConn]struct{}{},
+		handoff: make(chan *clientConn),
 		tunnels: map[*relay.Tunnel]string{},
 		stop:    make(chan struct{}),
 	}

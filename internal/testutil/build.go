@@ -38,6 +38,17 @@ func EgretBinary() (string, error) {
 	return buildPath, buildErr
 }
 
+// Main runs a package's tests and then removes the binary EgretBinary
+// built, if any: a package whose tests build it calls Main from TestMain,
+// so no test run leaves a copy of egret in the temporary directory.
+func Main(m *testing.M) {
+	code := m.Run()
+	if buildPath != "" {
+		os.RemoveAll(filepath.Dir(buildPath))
+	}
+	os.Exit(code)
+}
+
 // BuildEgret is EgretBinary for a test: it fails the test when the build
 // fails.
 func BuildEgret(t testing.TB) string {

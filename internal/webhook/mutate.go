@@ -106,6 +106,11 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		out.Denied = fmt.Sprintf("egret: %s mode asked for, but the webhook has no --image for the sidecar", mode)
 		return out
 	}
+	if mode == Transparent && p.IptablesImage == "" {
+		_, why := iptablesVariant(p.Image)
+		out.Denied = fmt.Sprintf("egret: transparent mode asked for, but the webhook has no image for the iptables init container: %v", why)
+		return out
+	}
 	if mode != Gateway && !p.NativeSidecars {
 		if p.FallbackRefuse || p.Gateway == nil {
 			out.Denied = fmt.Sprintf("egret: %s mode needs native sidecars (Kubernetes 1.29 or later); this API server has none. Use %s: gateway or upgrade the cluster", mode, ModeAnnotation)

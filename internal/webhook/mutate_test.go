@@ -283,6 +283,8 @@ func TestConfigCompile(t *testing.T) {
 		{"gateway-with-credentials", Config{GatewayURL: "http://u:p@gw:3128"}, "no credentials"},
 		{"gateway-without-port", Config{GatewayURL: "http://gw"}, "want http://host:port"},
 		{"bad-mode", Config{Mode: "mesh", Image: "x"}, `mode "mesh"`},
+		{"transparent-digest-needs-iptables-image", Config{Mode: "transparent", Image: "egret@sha256:abc"}, "set --iptables-image"},
+		{"transparent-digest-with-iptables-image", Config{Mode: "transparent", Image: "egret@sha256:abc", IptablesImage: "egret@sha256:def"}, ""},
 		{"bad-validation", Config{GatewayURL: "http://gw:1", Validation: "strict"}, `validation "strict"`},
 		{"bad-fallback", Config{GatewayURL: "http://gw:1", Fallback: "maybe"}, `fallback "maybe"`},
 	}
@@ -350,5 +352,34 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from golden; got:\n%s", name, got)
+	}
+}
+
+func TestIptablesVariant(t *testing.T) {
+	for image, want := range map[string]string{
+		"ghcr.io/egret-io/egret:0.1.0":    "ghcr.io/egret-io/egret:0.1.0-iptables",
+		"ghcr.io/egret-io/egret":          "ghcr.io/egret-io/egret:latest-iptables",
+		"registry.local:5000/egret":       "registry.local:5000/egret:latest-iptables",
+		"registry.local:5000/egret:1.2.3": "registry.local:5000/egret:1.2.3-iptables",
+		"egret@sha256:abc":                "",
+	} {
+		got, err := iptablesVariant(image)
+		if got != want || (err != nil) != (want == "") {
+			t.Errorf("iptablesVariant(%q) = %q, %v; want %q", image, got, err, want)
+		}
+	}
+	// A namespace that asks for transparent mode when the webhook's image
+	// is pinned by digest and no --iptables-image is set: denied with the
+	// reason, not a pod with an empty image.
+	p, err := Config{GatewayURL: "http://gw:3128", Image: "egret@sha256:abc", NativeSidecars: true}.Compile("egret-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop",
+		Annotations: map[string]string{InjectAnnotation: "true", ModeAnnotation: "transparent"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}
+	res := Mutate(pod, Input{Policy: p, Cluster: &discovery.Result{}})
+	if !strings.Contains(res.Denied, "--iptables-image") {
+		t.Errorf("Denied = %q, want the --iptables-image advice", res.Denied)
 	}
 }

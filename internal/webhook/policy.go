@@ -126,7 +126,9 @@ type Config struct {
 	Mode       string // gateway (default), sidecar, transparent
 	GatewayURL string // the gateway Service, e.g. http://egret-gateway.egret-system.svc:3128
 	Image      string // the egret image for the sidecar
-	// IptablesImage runs `egret iptables` in transparent mode; default Image.
+	// IptablesImage runs `egret iptables` in transparent mode; default
+	// Image's tag with "-iptables" appended (the image `make
+	// image-iptables` builds: the plain image has no iptables programs).
 	IptablesImage  string
 	UpstreamSecret string // Secret the sidecar reads its upstream from (envFrom, optional)
 	Validation     string // off, warn (default), enforce
@@ -160,8 +162,11 @@ func (c Config) Compile(ownNamespace string) (*Policy, error) {
 	var errs []error
 	p := &Policy{Image: c.Image, IptablesImage: c.IptablesImage, UpstreamSecret: c.UpstreamSecret,
 		NativeSidecars: c.NativeSidecars, Excluded: map[string]bool{"kube-system": true}}
-	if p.IptablesImage == "" {
-		p.IptablesImage = p.Image
+	if p.IptablesImage == "" && p.Image != "" {
+		var err error
+		if p.IptablesImage, err = iptablesVariant(p.Image); err != nil && c.Mode == "transparent" {
+			errs = append(errs, err)
+		}
 	}
 	if ownNamespace != "" {
 		p.Excluded[ownNamespace] = true
@@ -212,6 +217,20 @@ func (c Config) Compile(ownNamespace string) (*Policy, error) {
 		errs = append(errs, fmt.Errorf("%s mode needs --image (the egret image for the sidecar)", p.Mode))
 	}
 	return p, errors.Join(errs...)
+}
+
+// iptablesVariant names the image with the iptables programs that goes with
+// image: the same reference with "-iptables" appended to its tag
+// (ghcr.io/egret-io/egret:0.1.0 → ghcr.io/egret-io/egret:0.1.0-iptables;
+// no tag means latest). An image pinned by digest has no such name.
+func iptablesVariant(image string) (string, error) {
+	if strings.Contains(image, "@") {
+		return "", fmt.Errorf("--image %q is pinned by digest, so its iptables variant cannot be named: set --iptables-image (the image `make image-iptables` builds)", image)
+	}
+	if strings.LastIndex(image, ":") > strings.LastIndex(image, "/") {
+		return image + "-iptables", nil
+	}
+	return image + ":latest-iptables", nil
 }
 
 // proxyFor returns the proxy URL (scheme://host:port) and its host and port

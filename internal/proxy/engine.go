@@ -143,42 +143,21 @@ type clientConn struct {
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
 // http.ErrServerClosed after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	if !s.raw.add(ln) {
-		ln.Close()
-		return http.ErrServerClosed
-	}
-	s.NoteListener(ln.Addr())
-	s.startReaper()
 	s.startConnSweeper()
 	s.origins.startSweeper(s.stop)
-	var delay time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if s.raw.isClosed() {
-				return http.ErrServerClosed
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed; retrying", "listener", ln.Addr().String(), "error", err.Error(), "retry_in", delay.String())
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
+	return s.accept(ln, func(c net.Conn) {
 		cc := &clientConn{s: s, c: c}
 		cc.since.Store(time.Now().UnixNano())
 		if !s.trackConn(cc) {
 			c.Close()
-			continue
+			return
 		}
 		select {
 		case s.handoff <- cc: // an idle worker takes it
 		default:
 			go s.worker(cc)
 		}
-	}
+	})
 }
 
 // maxIdleWorkers bounds the goroutines kept waiting for a connection.
@@ -281,20 +260,21 @@ func (s *Server) startConnSweeper() {
 		return
 	}
 	every = min(max(every, 5*time.Millisecond), time.Second)
-	s.sweepGo.Do(func() {
-		go func() {
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for {
-				select {
-				case <-s.stop:
-					return
-				case now := <-tick.C:
-					s.sweepConns(now)
-				}
-			}
-		}()
-	})
+	s.sweepGo.Do(func() { go everyUntil(s.stop, every, s.sweepConns) })
+}
+
+// everyUntil calls f with the time every period until stop is closed.
+func everyUntil(stop <-chan struct{}, period time.Duration, f func(now time.Time)) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			f(now)
+		}
+	}
 }
 
 // closeConns closes every client connection (Shutdown's deadline).

@@ -12,6 +12,7 @@ import (
 
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/testutil"
 )
 
 // BenchmarkForward measures one keep-alive request through the explicit
@@ -86,47 +87,37 @@ func benchOrigin(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { ln.Close() })
 	resp := []byte("HTTP/1.1 200 OK\r\nDate: Tue, 01 Dec 2026 10:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 64\r\n\r\n" + strings.Repeat("x", 64))
-	go func() {
+	testutil.Serve(b, ln, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					cl := 0
-					for {
-						line, err := br.ReadSlice('\n')
-						if err != nil {
-							return
+			cl := 0
+			for {
+				line, err := br.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				if len(line) <= 2 {
+					break
+				}
+				if len(line) > 16 && strings.EqualFold(string(line[:15]), "content-length:") {
+					for _, ch := range line[15:] {
+						if ch >= '0' && ch <= '9' {
+							cl = cl*10 + int(ch-'0')
 						}
-						if len(line) <= 2 {
-							break
-						}
-						if len(line) > 16 && strings.EqualFold(string(line[:15]), "content-length:") {
-							for _, ch := range line[15:] {
-								if ch >= '0' && ch <= '9' {
-									cl = cl*10 + int(ch-'0')
-								}
-							}
-						}
-					}
-					if cl > 0 {
-						if _, err := br.Discard(cl); err != nil {
-							return
-						}
-					}
-					if _, err := c.Write(resp); err != nil {
-						return
 					}
 				}
-			}()
+			}
+			if cl > 0 {
+				if _, err := br.Discard(cl); err != nil {
+					return
+				}
+			}
+			if _, err := c.Write(resp); err != nil {
+				return
+			}
 		}
-	}()
+	})
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port
 }
@@ -134,12 +125,21 @@ func benchOrigin(b *testing.B) string {
 // startBenchProxy starts a Server with metrics and an access log, routing
 // everything direct.
 func startBenchProxy(b *testing.B) string {
+	_, addr := startBenchServer(b, Options{Metrics: metrics.New("bench"), AccessLog: io.Discard})
+	return addr
+}
+
+// startBenchServer starts a Server with options o that routes everything
+// direct and resolves origin.test to loopback; it is shut down when the
+// benchmark ends.
+func startBenchServer(b *testing.B, o Options) (*Server, string) {
 	tbl, err := route.New(nil, route.Direct, "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(Options{Via: "egret-bench", Resolver: hosts(map[string]string{"origin.test": "127.0.0.1"}),
-		Metrics: metrics.New("bench"), AccessLog: io.Discard}, &State{Routes: tbl})
+	o.Via = "egret-bench"
+	o.Resolver = hosts(map[string]string{"origin.test": "127.0.0.1"})
+	s, err := New(o, &State{Routes: tbl})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,5 +153,5 @@ func startBenchProxy(b *testing.B) string {
 		defer cancel()
 		s.Shutdown(ctx)
 	})
-	return ln.Addr().String()
+	return s, ln.Addr().String()
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -606,14 +607,20 @@ func (x *exchange) continueClient() error {
 	return nil
 }
 
-// write1xx passes an interim response on to the client.
-func (x *exchange) write1xx(resp *http.Response) error {
-	bw := x.cc.bw
+// writeResponseHead writes resp's status line and its header without the
+// hop-by-hop fields (and without the blank line that ends the header).
+func writeResponseHead(bw *bufio.Writer, resp *http.Response) {
 	bw.WriteString("HTTP/1.1 ")
 	bw.WriteString(statusText(resp))
 	bw.WriteString("\r\n")
 	removeHopByHop(resp.Header)
 	resp.Header.Write(bw)
+}
+
+// write1xx passes an interim response on to the client.
+func (x *exchange) write1xx(resp *http.Response) error {
+	bw := x.cc.bw
+	writeResponseHead(bw, resp)
 	bw.WriteString("\r\n")
 	if err := bw.Flush(); err != nil {
 		return clientGone(err)
@@ -843,11 +850,7 @@ func (x *exchange) respond(resp *http.Response) bool {
 		}
 	}
 	bw := cc.bw
-	bw.WriteString("HTTP/1.1 ")
-	bw.WriteString(statusText(resp))
-	bw.WriteString("\r\n")
-	removeHopByHop(resp.Header)
-	resp.Header.Write(bw)
+	writeResponseHead(bw, resp)
 	bw.WriteString("Via: ")
 	bw.WriteString(s.via(resp.ProtoMajor, resp.ProtoMinor))
 	bw.WriteString("\r\n")

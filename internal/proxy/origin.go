@@ -201,20 +201,7 @@ func (p *originPool) sweep(now time.Time) {
 
 // startSweeper sweeps the pool every half idle timeout until stop closes.
 func (p *originPool) startSweeper(stop <-chan struct{}) {
-	p.sweepOnce.Do(func() {
-		go func() {
-			tick := time.NewTicker(originIdleTimeout / 2)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case now := <-tick.C:
-					p.sweep(now)
-				}
-			}
-		}()
-	})
+	p.sweepOnce.Do(func() { go everyUntil(stop, originIdleTimeout/2, p.sweep) })
 }
 
 // idleCount returns the idle connections pooled for k (tests).

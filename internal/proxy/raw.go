@@ -171,6 +171,32 @@ func (s *Server) NoteListener(addr net.Addr) {
 // close it before returning. A panic in handle closes that connection and
 // is logged; the process stays up.
 func (s *Server) serveRaw(ln net.Listener, handle func(ctx context.Context, c net.Conn)) error {
+	return s.accept(ln, func(c net.Conn) {
+		ctx, cancel := context.WithCancel(context.Background())
+		if !s.raw.track(c, cancel) {
+			cancel()
+			c.Close()
+			return
+		}
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					c.Close()
+					s.log.Error("panic serving a connection", "listener", ln.Addr().String(), "client", c.RemoteAddr().String(),
+						"panic", r, "stack", string(debug.Stack()))
+				}
+				s.raw.untrack(c)
+				cancel()
+			}()
+			handle(ctx, c)
+		}()
+	})
+}
+
+// accept registers ln, then accepts connections and passes each to serve
+// (which must not block) until Shutdown, when it returns
+// http.ErrServerClosed.
+func (s *Server) accept(ln net.Listener, serve func(c net.Conn)) error {
 	if !s.raw.add(ln) {
 		ln.Close()
 		return http.ErrServerClosed
@@ -195,23 +221,6 @@ func (s *Server) serveRaw(ln net.Listener, handle func(ctx context.Context, c ne
 			continue
 		}
 		delay = 0
-		ctx, cancel := context.WithCancel(context.Background())
-		if !s.raw.track(c, cancel) {
-			cancel()
-			c.Close()
-			continue
-		}
-		go func() {
-			defer func() {
-				if r := recover(); r != nil {
-					c.Close()
-					s.log.Error("panic serving a connection", "listener", ln.Addr().String(), "client", c.RemoteAddr().String(),
-						"panic", r, "stack", string(debug.Stack()))
-				}
-				s.raw.untrack(c)
-				cancel()
-			}()
-			handle(ctx, c)
-		}()
+		serve(c)
 	}
 }

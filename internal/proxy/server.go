@@ -303,28 +303,19 @@ func (s *Server) startReaper() {
 	s.reaperGo.Do(func() {
 		every := min(idle/4, 30*time.Second)
 		every = max(every, 10*time.Millisecond)
-		go func() {
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for {
-				select {
-				case <-s.stop:
-					return
-				case now := <-tick.C:
-					var stale []*relay.Tunnel
-					s.mu.Lock()
-					for t := range s.tunnels {
-						if now.Sub(t.LastActivity()) > idle {
-							stale = append(stale, t)
-						}
-					}
-					s.mu.Unlock()
-					for _, t := range stale {
-						t.Close()
-					}
+		go everyUntil(s.stop, every, func(now time.Time) {
+			var stale []*relay.Tunnel
+			s.mu.Lock()
+			for t := range s.tunnels {
+				if now.Sub(t.LastActivity()) > idle {
+					stale = append(stale, t)
 				}
 			}
-		}()
+			s.mu.Unlock()
+			for _, t := range stale {
+				t.Close()
+			}
+		})
 	})
 }
 

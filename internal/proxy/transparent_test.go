@@ -499,24 +499,4 @@ func tcpOriginB(b *testing.B) string {
 	return port
 }
 
-func startRawB(b *testing.B) (*Server, string) {
-	tbl, err := route.New(nil, route.Direct, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := New(Options{Via: "egret-bench", Resolver: hosts(map[string]string{"origin.test": "127.0.0.1"})}, &State{Routes: tbl})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(ln)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return s, ln.Addr().String()
-}
+func startRawB(b *testing.B) (*Server, string) { return startBenchServer(b, Options{}) }

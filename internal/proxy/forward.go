@@ -73,6 +73,18 @@ type exchange struct {
 	oc      *originConn
 	gotByte bool   // the current attempt received bytes of a response
 	release func() // the member's request count
+	// breaker is set while the destination's breaker awaits the outcome:
+	// it is told before the client is answered, so the client's next
+	// request already meets the breaker's new state.
+	breaker bool
+}
+
+// reportDest tells the destination's breaker the outcome, once.
+func (x *exchange) reportDest(err error) {
+	if x.breaker {
+		x.breaker = false
+		x.cc.s.reportDest(x.dest, err)
+	}
 }
 
 // forward serves an absolute-URI request; it reports whether the client
@@ -112,7 +124,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if ev.dec.Action == route.Deny {
 		return cc.fail(req, ev, denied(dest, ev.dec), false)
 	}
-	breaker, err := s.admitDest(dest, false, &ev.release)
+	x.breaker, err = s.admitDest(dest, false, &ev.release)
 	if err != nil {
 		return cc.fail(req, ev, proxystatus.From(err), false)
 	}
@@ -133,9 +145,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if x.release != nil {
 		x.release()
 	}
-	if breaker {
-		s.reportDest(dest, destErr)
-	}
+	x.reportDest(destErr)
 	if cc.handedOff {
 		return false // a tunnel now; it logs when it ends
 	}
@@ -820,6 +830,7 @@ func (x *exchange) failed(err error) (bool, error) {
 		return false, nil
 	}
 	x.ev.err, x.ev.status = pe, pe.Code()
+	x.reportDest(err)
 	keep := !x.req.Close && x.req.ProtoAtLeast(1, 1) && !cc.s.draining.Load() && x.bodyDone()
 	if writeError(cc.bw, pe, !keep, x.req.Method == http.MethodHead) != nil {
 		keep = false

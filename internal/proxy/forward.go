@@ -673,6 +673,15 @@ type bodyCopier struct {
 	aborted  atomic.Bool
 }
 
+// cutOff reports whether the copy's read error is the interruption
+// endCopier caused, not the client's own failure. A copy that failed on its
+// own (a broken chunk, say) may be marked aborted too: it closes the origin
+// connection, the response read fails, and endCopier can run before the
+// copy's goroutine has finished.
+func (bc *bodyCopier) cutOff() bool {
+	return bc.aborted.Load() && errors.Is(bc.rerr, os.ErrDeadlineExceeded)
+}
+
 func (x *exchange) startCopier() {
 	x.started = true
 	bc := &bodyCopier{done: make(chan struct{}), oc: x.oc}
@@ -813,7 +822,7 @@ func (x *exchange) failed(err error) (bool, error) {
 	x.endCopier()
 	x.dropOrigin()
 	x.consumeInline()
-	if bc := x.copier; bc != nil && bc.rerr != nil && !bc.aborted.Load() {
+	if bc := x.copier; bc != nil && bc.rerr != nil && !bc.cutOff() {
 		// The request body failed on the client's side.
 		if isNetReadError(bc.rerr) || errors.Is(bc.rerr, io.ErrUnexpectedEOF) {
 			x.ev.err = &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "client went away while sending the request body", Err: bc.rerr}

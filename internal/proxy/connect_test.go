@@ -158,6 +158,17 @@ func TestMetricsHaveBoundedLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	// The request is counted with its log line, just after the response
+	// has gone out.
+	waitFor(t, func() bool {
+		mfs, _ := p.Metrics.Registry.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "egret_proxy_requests_total" {
+				return true
+			}
+		}
+		return false
+	})
 	mfs, err := p.Metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -145,6 +145,9 @@ func TestReportOnlyDeny(t *testing.T) {
 	}
 	resp, body := rawRequest(t, p.Addr, "GET http://old.blocked.test:"+port+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	wantProxyStatus(t, resp, body, 403, "http_request_denied")
+	// Both log lines (and the metrics counted with them) are written just
+	// after the responses went out.
+	waitFor(t, func() bool { return strings.Count(p.Log.String(), `"msg":"request"`) >= 2 })
 	log := p.Log.String()
 	if !strings.Contains(log, `"would_deny":"suffix .blocked.test (env DENY_REPORT_SUFFIXES)"`) {
 		t.Errorf("no would_deny in the log:\n%s", log)

@@ -30,7 +30,6 @@ var (
 func TestDoctorCommandInPod(t *testing.T) {
 	l := newLab(t)
 	bin := testutil.BuildEgret(t)
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
 	pid1 := filepath.Join(t.TempDir(), "environ")
 	run := func(t *testing.T, env []string, extra ...string) (int, string, string) {
 		t.Helper()

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/squid"
 )
 
@@ -793,7 +794,7 @@ func TestOriginPoolLimits(t *testing.T) {
 // TestEngineHTTPSOrigin: https:// URLs are forwarded over TLS to the
 // origin, directly (the connection pooled) and through Squid's CONNECT.
 func TestEngineHTTPSOrigin(t *testing.T) {
-	cert, _ := testCert(t, "origin.test", "partner.test")
+	cert, _ := testutil.SelfSigned(t, "", "origin.test", "partner.test")
 	var conns atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "tls %s %s", r.TLS.ServerName, r.URL.Path)

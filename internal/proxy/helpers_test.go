@@ -14,13 +14,13 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -36,29 +36,11 @@ func hosts(m map[string]string) *resolve.Cache {
 	})
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testProxy struct {
 	*Server
 	Addr    string
 	URL     *url.URL
-	Log     *syncBuffer
+	Log     *testutil.SyncBuffer
 	Metrics *metrics.Metrics
 }
 
@@ -75,8 +57,9 @@ func startProxy(t testing.TB, pc proxyConf) *testProxy {
 	return startProxyWith(t, pc, nil)
 }
 
-// startProxyWith is startProxy with a hook that edits the Options.
-func startProxyWith(t testing.TB, pc proxyConf, edit func(*Options)) *testProxy {
+// state builds the routes and the default pool pc describes: the default
+// route is upstream when pc names members, direct otherwise.
+func (pc proxyConf) state(t testing.TB) *State {
 	t.Helper()
 	if pc.def == 0 {
 		pc.def = route.Direct
@@ -100,7 +83,14 @@ func startProxyWith(t testing.TB, pc proxyConf, edit func(*Options)) *testProxy 
 		}
 		st.Pools["default"] = p
 	}
-	logs := &syncBuffer{}
+	return st
+}
+
+// startProxyWith is startProxy with a hook that edits the Options.
+func startProxyWith(t testing.TB, pc proxyConf, edit func(*Options)) *testProxy {
+	t.Helper()
+	st := pc.state(t)
+	logs := &testutil.SyncBuffer{}
 	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New("test")
 	opts := Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: logs, Metrics: m}

@@ -25,7 +25,7 @@ import (
 // command builds it (config.Load, then Run).
 type egret struct {
 	Proxy, Admin string
-	Log          *syncBuffer
+	Log          *testutil.SyncBuffer
 }
 
 // runEgret starts Run with env (nothing else of the process environment)
@@ -57,7 +57,7 @@ func runEgret(t *testing.T, env map[string]string, yaml string, hosts map[string
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan Addrs, 1)
 	done := make(chan error, 1)

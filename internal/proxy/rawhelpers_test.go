@@ -3,18 +3,11 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,9 +22,7 @@ import (
 	"time"
 
 	"egret.io/egret/internal/metrics"
-	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil"
-	"egret.io/egret/internal/upstream"
 )
 
 // rawProxy is a Server with an HTTP listener, to which tests add
@@ -48,28 +38,7 @@ type rawProxy struct {
 
 func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 	t.Helper()
-	if pc.def == 0 {
-		pc.def = route.Direct
-		if len(pc.members) > 0 {
-			pc.def = route.Upstream
-		}
-	}
-	tbl, err := route.New(pc.rules, pc.def, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: "default"}
-	if len(pc.members) > 0 {
-		p := &upstream.Pool{Name: "default", ConnectTimeout: 5 * time.Second}
-		for _, raw := range pc.members {
-			m, err := upstream.ParseMember(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.Members = append(p.Members, m)
-		}
-		st.Pools["default"] = p
-	}
+	st := pc.state(t)
 	rp := &rawProxy{}
 	var d net.Dialer
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -82,7 +51,7 @@ func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 		}
 		return d.DialContext(ctx, network, addr)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New("test")
 	s, err := New(Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: logs,
@@ -189,30 +158,6 @@ func wantFields(t *testing.T, line map[string]any, want map[string]string) {
 			t.Errorf("log %s = %q, want %q (line %v)", k, got, v, line)
 		}
 	}
-}
-
-// testCert is a self-signed certificate for names, and its PEM file.
-func testCert(t *testing.T, names ...string) (tls.Certificate, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, path
 }
 
 // tlsOrigin starts an HTTPS server on loopback with cert; it answers with

@@ -19,6 +19,7 @@ import (
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/socks5"
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/squid"
 )
 
@@ -278,7 +279,7 @@ func TestRunServesTransparentAndSOCKS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan Addrs, 1)

@@ -17,6 +17,7 @@ import (
 	"egret.io/egret/internal/origdst"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/sniff"
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/squid"
 )
 
@@ -26,7 +27,7 @@ import (
 // auth: TLS by its SNI name, HTTP by its Host name, an IP Host and unknown
 // protocols by the original address.
 func TestTransparentSquid(t *testing.T) {
-	cert, caFile := testCert(t, "partner.test", "internal.test", "blocked.test")
+	cert, caFile := testutil.SelfSigned(t, "", "partner.test", "internal.test", "blocked.test")
 	tport := tlsOrigin(t, cert)
 	_, hport := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "http origin host=%s via=%s", r.Host, r.Header.Get("Via"))

@@ -3,20 +3,12 @@ package sniff
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,30 +27,6 @@ func needTool(t *testing.T, name string) string {
 		t.Skipf("%s not found (run `make test-deps`)", name)
 	}
 	return p
-}
-
-// selfSigned returns a certificate for name and its PEM file.
-func selfSigned(t *testing.T, name string) (tls.Certificate, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "cert.pem")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, path
 }
 
 // sniffServer accepts connections on loopback, sniffs each, reports the
@@ -113,7 +81,7 @@ func nextResult(t *testing.T, ch chan Result) Result {
 // TestRealClients sniffs what real curl and openssl send and then completes
 // the TLS handshake (or HTTP exchange) over the replayed bytes.
 func TestRealClients(t *testing.T) {
-	cert, certFile := selfSigned(t, "partner.example.test")
+	cert, certFile := testutil.SelfSigned(t, "", "partner.example.test")
 	addr, results := sniffServer(t, cert)
 	_, port, _ := net.SplitHostPort(addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

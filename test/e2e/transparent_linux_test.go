@@ -5,17 +5,10 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,11 +17,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/netns"
 	"egret.io/egret/internal/testutil/squid"
 )
@@ -88,7 +81,7 @@ func TestTransparentPod(t *testing.T) {
 	// Origins outside (every address, IPv4 and IPv6) and one in the
 	// cluster range: they answer with the address the connection came
 	// from, so the path is visible.
-	cert, caFile := writeCert(t, dir, partner, partnerAP)
+	cert, caFile := testutil.SelfSigned(t, dir, partner, partnerAP)
 	hport := serve(t, outside, "[::]:0", nil)
 	tport := serve(t, outside, "[::]:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	cport := serve(t, gw, gwIP+":0", nil)
@@ -307,7 +300,7 @@ func TestTransparentPod(t *testing.T) {
 // sidecar is egret proxy running in the pod.
 type sidecar struct {
 	cmd          *exec.Cmd
-	log          *syncBuffer
+	log          *testutil.SyncBuffer
 	socks, admin string
 	done         chan error
 }
@@ -317,7 +310,7 @@ func startSidecar(t *testing.T, ctx context.Context, pod *netns.NS, bin string, 
 	cmd := pod.CommandAs(ctx, proxyUID, proxyUID, bin, "proxy", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--transparent-listen", "127.0.0.1:15001", "--socks-listen", "127.0.0.1:0")
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
-	s := &sidecar{cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1)}
+	s := &sidecar{cmd: cmd, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -472,51 +465,4 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// writeCert writes a self-signed certificate for names (the clients' CA
-// file) into dir.
-func writeCert(t *testing.T, dir string, names ...string) (tls.Certificate, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "ca.pem")
-	writeFile(t, path, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, path
-}
-
-// syncBuffer is a goroutine-safe output sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
 }

@@ -419,7 +419,7 @@ func (cc *clientConn) readRequest() (*http.Request, error) {
 		if strings.Contains(err.Error(), "transfer encoding") {
 			st = http.StatusNotImplemented // RFC 9112 section 6.1
 		}
-		return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: st, Detail: "malformed request: " + err.Error()}
+		return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: st, Detail: "malformed request: " + proxystatus.Text(err)}
 	}
 	// What net/http's server checks beyond ReadRequest.
 	if req.ProtoMajor != 1 {

@@ -422,6 +422,20 @@ func TestEngineHeaderLimits(t *testing.T) {
 			t.Error("connection left open after 431")
 		}
 	})
+	t.Run("malformed-credential-line", func(t *testing.T) {
+		// A header line Go refuses is quoted in its error; with a
+		// credential in it, neither the answer nor the log repeats it.
+		c := dialRaw(t, p.Addr)
+		c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nProxy-Authorization Basic c2VjcmV0LXBhc3M=\r\n\r\n", o.port)
+		resp, body := c.read("GET")
+		wantProxyStatus(t, resp, body, http.StatusBadRequest, "http_request_error")
+		waitFor(t, func() bool { return strings.Contains(p.Log.String(), "malformed request") })
+		for where, text := range map[string]string{"body": body, "Proxy-Status": resp.Header.Get("Proxy-Status"), "log": p.Log.String()} {
+			if strings.Contains(text, "c2VjcmV0") {
+				t.Errorf("the credential reached the %s: %s", where, text)
+			}
+		}
+	})
 	t.Run("silent-client", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
 		start := time.Now()

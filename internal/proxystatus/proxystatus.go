@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -131,7 +132,23 @@ func From(err error) *Error {
 	if errors.As(err, &pe) {
 		return pe
 	}
-	return &Error{Type: classify(err), Err: err, Detail: oneLine(err.Error())}
+	return &Error{Type: classify(err), Err: err, Detail: oneLine(Text(err))}
+}
+
+// Text is err's message fit for a log line, a Proxy-Status header and a
+// response body: a parse error that quotes the peer's line (net/http's
+// "malformed HTTP request \"...\"", net/textproto's "malformed MIME header
+// line: \"...\"") is cut before the quote, because that line may be a
+// Proxy-Authorization or Cookie field.
+func Text(err error) string {
+	s := err.Error()
+	var pe textproto.ProtocolError
+	if errors.As(err, &pe) || strings.HasPrefix(s, "malformed HTTP") {
+		if i := strings.IndexByte(s, '"'); i > 0 {
+			return strings.TrimRight(s[:i], ": ") + " (the line is not repeated: it may hold credentials)"
+		}
+	}
+	return s
 }
 
 func classify(err error) Type {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
+	"net/textproto"
 	"os"
 	"strings"
 	"syscall"
@@ -77,4 +78,26 @@ func FuzzHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTextHidesQuotedLines: the parse errors of net/http and net/textproto
+// quote the peer's line, which may carry credentials; Text keeps the reason
+// and drops the line.
+func TestTextHidesQuotedLines(t *testing.T) {
+	for _, err := range []error{
+		textproto.ProtocolError(`malformed MIME header line: "Proxy-Authorization : Basic c2VjcmV0"`),
+		fmt.Errorf("wrapped: %w", textproto.ProtocolError(`malformed MIME header: missing colon: "Cookie c2VjcmV0"`)),
+		fmt.Errorf(`malformed HTTP request %q`, "GET http://u:c2VjcmV0@x/"),
+	} {
+		got := Text(err)
+		if strings.Contains(got, "c2VjcmV0") || !strings.Contains(got, "malformed") {
+			t.Errorf("Text(%q) = %q", err, got)
+		}
+		if d := From(err).Detail; strings.Contains(d, "c2VjcmV0") {
+			t.Errorf("From(%q).Detail = %q", err, d)
+		}
+	}
+	if got := Text(errors.New(`bad Content-Length "-5"`)); got != `bad Content-Length "-5"` {
+		t.Errorf("an error without a peer line changed: %q", got)
+	}
 }

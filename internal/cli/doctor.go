@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -68,12 +68,10 @@ failed, 2 bad usage.`,
 			if output != "text" && output != "json" {
 				return usage(fmt.Errorf("unknown output format %q (want text or json)", output))
 			}
-			if o.Proxy != "" {
-				if u, err := url.Parse(o.Proxy); err == nil && u.User != nil {
-					if _, has := u.User.Password(); has {
-						fmt.Fprintln(cmd.ErrOrStderr(), "egret: warning: a password in --proxy is visible to other processes (ps); prefer the HTTPS_PROXY variable")
-					}
-				}
+			// Any user info counts, with or without a scheme (user:pass@gw:3128
+			// is accepted too, and url.Parse would take "user" for a scheme).
+			if at := strings.LastIndexByte(o.Proxy, '@'); at > 0 && strings.Contains(o.Proxy[:at], ":") {
+				fmt.Fprintln(cmd.ErrOrStderr(), "egret: warning: a password in --proxy is visible to other processes (ps); prefer the HTTPS_PROXY variable")
 			}
 			d := doctor.Deps{ResolvConf: resolvConf, PID1Environ: pid1}
 			if nameserver != "" {

@@ -45,11 +45,29 @@ func pid1Command(environPath string) string {
 	if err != nil || len(b) == 0 {
 		return ""
 	}
-	s := strings.TrimSpace(strings.ReplaceAll(string(bytes.TrimRight(b, "\x00")), "\x00", " "))
+	args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+	for i, a := range args {
+		// The report is meant to be pasted into tickets: no password from
+		// a proxy URL or a -D...password= argument.
+		args[i] = passwordProp.ReplaceAllString(redactArg(a), "${1}xxxxx")
+	}
+	s := strings.TrimSpace(strings.Join(args, " "))
 	if len(s) > 120 {
 		s = s[:120] + "..."
 	}
 	return s
+}
+
+// redactArg hides the password of a URL in a command-line argument, alone
+// (http://u:p@gw:3128) or as a flag's value (--proxy=http://u:p@gw:3128).
+func redactArg(a string) string {
+	if !strings.Contains(a, "@") {
+		return a
+	}
+	if i := strings.IndexByte(a, '='); i > 0 && strings.HasPrefix(a, "-") {
+		return a[:i+1] + redact(a[i+1:])
+	}
+	return redact(a)
 }
 
 // pid1Check compares the shell's proxy variables with PID 1's.

@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -191,4 +193,19 @@ func FuzzParseEnviron(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPID1CommandHidesPasswords: the command line shown in the report keeps
+// no password, whether in a proxy URL argument, a flag's value or a JVM
+// property.
+func TestPID1CommandHidesPasswords(t *testing.T) {
+	dir := t.TempDir()
+	cmdline := strings.Join([]string{"java", "-Dhttps.proxyPassword=s3cret1", "--proxy=http://u:s3cret2@gw:3128", "http://u:s3cret3@gw:3128", "-jar", "app.jar"}, "\x00") + "\x00"
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(cmdline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := pid1Command(filepath.Join(dir, "environ"))
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "gw:3128") || !strings.HasPrefix(got, "java ") {
+		t.Errorf("pid1Command = %q", got)
+	}
 }

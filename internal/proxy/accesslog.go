@@ -177,10 +177,6 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 	l.release()
 }
 
-func ms(d time.Duration) float64 {
-	return float64(d.Microseconds()) / 1000
-}
-
 func (s *Server) poolName(name string) string {
 	if name == "" {
 		if st := s.state.Load(); st != nil {

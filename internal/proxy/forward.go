@@ -209,7 +209,7 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	s := x.cc.s
 	p := x.st.pool(x.ev.dec.Pool)
 	if p == nil {
-		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: "route names a pool that does not exist"}
+		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", x.ev.dec.Pool)}
 	}
 	var buf [8]*upstream.Member
 	now := time.Now()

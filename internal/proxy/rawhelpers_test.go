@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -256,4 +257,23 @@ func counterValue(t *testing.T, m *metrics.Metrics, name string, want map[string
 		}
 	}
 	return sum
+}
+
+// wantPlainClose dials addr, sends payload and expects the connection to be
+// closed without a byte of answer (a hang until the deadline fails too).
+func wantPlainClose(t *testing.T, addr, payload string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, payload)
+	b, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("want a plain close, got %v after %q", err, b)
+	} else if len(b) != 0 {
+		t.Errorf("want a plain close, got %q", b)
+	}
 }

@@ -310,16 +310,7 @@ func TestRunServesTransparentAndSOCKS(t *testing.T) {
 		}
 	})
 	t.Run("transparent-refuses-its-own-address", func(t *testing.T) {
-		c, err := net.Dial("tcp", addrs.Transparent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		if b, _ := io.ReadAll(c); len(b) != 0 {
-			t.Errorf("got %q", b)
-		}
+		wantPlainClose(t, addrs.Transparent, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	})
 	t.Run("status-lists-the-listeners", func(t *testing.T) {
 		resp, err := http.Get("http://" + addrs.Admin + "/status.json")

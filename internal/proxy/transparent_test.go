@@ -264,16 +264,7 @@ func TestTransparentLoopGuard(t *testing.T) {
 			if want == "" {
 				want = addr
 			}
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(5 * time.Second))
-			io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
-			if b, _ := io.ReadAll(c); len(b) != 0 {
-				t.Errorf("a looping connection got %q, want a plain close", b)
-			}
+			wantPlainClose(t, addr, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
 			wantFields(t, p.logLine(t, metrics.KindTransparent, want),
 				map[string]string{"error": "proxy_loop_detected", "status": "508", "route": "none"})
 		})
@@ -289,16 +280,7 @@ func TestTransparentLoopGuard(t *testing.T) {
 func TestTransparentRealOriginalDst(t *testing.T) {
 	p := startRaw(t, proxyConf{})
 	addr := p.transparent(t, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(c, "hello")
-	if b, _ := io.ReadAll(c); len(b) != 0 {
-		t.Errorf("got %q, want a plain close", b)
-	}
+	wantPlainClose(t, addr, "hello")
 	wantFields(t, p.logLine(t, metrics.KindTransparent, addr), map[string]string{"error": "proxy_loop_detected"})
 }
 

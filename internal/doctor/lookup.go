@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
+
+	"egret.io/egret/internal/resolve"
 )
 
 // lookupResult is how a name resolved, the way an application in the pod
@@ -95,17 +98,8 @@ func (l *lookups) resolve(ctx context.Context, host string) lookupResult {
 // sortAddrs puts IPv4 first (what most clients dial first in a pod) and
 // keeps the resolver's order otherwise.
 func sortAddrs(as []netip.Addr) []netip.Addr {
-	out := make([]netip.Addr, 0, len(as))
-	for _, a := range as {
-		if a.Is4() {
-			out = append(out, a)
-		}
-	}
-	for _, a := range as {
-		if !a.Is4() {
-			out = append(out, a)
-		}
-	}
+	out := slices.Clone(as)
+	resolve.SortV4First(out)
 	return out
 }
 

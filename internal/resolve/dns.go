@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,7 +167,7 @@ func (c *dnsClient) lookupName(ctx context.Context, name string) ([]netip.Addr, 
 	}
 	if len(out) > 0 {
 		// IPv4 first, as most clients prefer it with a v4-only route.
-		sortV4First(out)
+		SortV4First(out)
 		return out, ttl, nil
 	}
 	if hardErr != nil {
@@ -178,14 +179,18 @@ func (c *dnsClient) lookupName(ctx context.Context, name string) ([]netip.Addr, 
 	return nil, 0, nf
 }
 
-func sortV4First(a []netip.Addr) {
-	i := 0
-	for j := range a {
-		if a[j].Is4() {
-			a[i], a[j] = a[j], a[i]
-			i++
+// SortV4First orders a in place with the IPv4 addresses first, keeping the
+// server's order within each family (round-robin, RFC 6724 preferences).
+func SortV4First(a []netip.Addr) {
+	slices.SortStableFunc(a, func(x, y netip.Addr) int {
+		switch {
+		case x.Is4() == y.Is4():
+			return 0
+		case x.Is4():
+			return -1
 		}
-	}
+		return 1
+	})
 }
 
 // query asks the servers in turn for one record type of name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -292,3 +293,13 @@ func writeFile(t *testing.T, path, s string) {
 }
 
 var osWriteFile = func(p string, b []byte) error { return os.WriteFile(p, b, 0o644) }
+
+func TestSortV4FirstKeepsOrder(t *testing.T) {
+	a := []netip.Addr{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"),
+		netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.1")}
+	SortV4First(a)
+	want := "[192.0.2.2 192.0.2.1 2001:db8::1 2001:db8::2]"
+	if got := fmt.Sprint(a); got != want {
+		t.Errorf("SortV4First = %s, want %s", got, want)
+	}
+}

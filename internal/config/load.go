@@ -366,27 +366,9 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		p.AccessLog = *f.Log.Access
 	}
 	p.ReadyNeedsUpstream = p.Role == RoleGateway
-	if v, ok := l.get("EGRET_READY_NEEDS_UPSTREAM"); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad(fmt.Errorf("EGRET_READY_NEEDS_UPSTREAM %q: want true or false", v))
-		}
-		p.ReadyNeedsUpstream = b
-	}
-	if v, ok := l.get("EGRET_PPROF"); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad(fmt.Errorf("EGRET_PPROF %q: want true or false", v))
-		}
-		p.PProf = b
-	}
-	if v, ok := l.get("EGRET_ACCESS_LOG"); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad(fmt.Errorf("EGRET_ACCESS_LOG %q: want true or false", v))
-		}
-		p.AccessLog = b
-	}
+	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.ReadyNeedsUpstream, bad)
+	p.PProf = l.boolean("EGRET_PPROF", p.PProf, bad)
+	p.AccessLog = l.boolean("EGRET_ACCESS_LOG", p.AccessLog, bad)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

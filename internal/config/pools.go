@@ -68,6 +68,21 @@ func (l *loader) duration(key, file, name string, def time.Duration, zeroOK bool
 	return d
 }
 
+// boolean reads a true/false setting from the environment key, when set;
+// def (the file's value or the default) otherwise.
+func (l *loader) boolean(key string, def bool, bad func(error)) bool {
+	v, ok := l.get(key)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		bad(fmt.Errorf("%s %q: want true or false", key, v))
+		return def
+	}
+	return b
+}
+
 // integer reads a non-negative integer setting (env over file).
 func (l *loader) integer(key string, file int, name string, bad func(error)) int {
 	if v, ok := l.get(key); ok {
@@ -246,13 +261,7 @@ func (l *loader) gateway(f *File, p *Proxy, bad func(error)) {
 	if f.Gateway.SSRFGuard != nil {
 		g.SSRFGuard = *f.Gateway.SSRFGuard
 	}
-	if v, ok := l.get("EGRET_SSRF_GUARD"); ok {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			bad(fmt.Errorf("EGRET_SSRF_GUARD %q: want true or false", v))
-		}
-		g.SSRFGuard = b
-	}
+	g.SSRFGuard = l.boolean("EGRET_SSRF_GUARD", g.SSRFGuard, bad)
 }
 
 func (l *loader) limits(f *File, p *Proxy, bad func(error)) {

@@ -36,7 +36,7 @@ func (l *loader) socksAuth(listen string) (*SOCKSAuth, error) {
 	}
 	switch {
 	case user == "" && !hasPass:
-		if listen != "" && !loopbackListen(listen) {
+		if listen != "" && !LoopbackListen(listen) {
 			l.note("the SOCKS5 listener %s accepts every client without authentication: set SOCKS_USER and SOCKS_PASS, or listen on loopback", listen)
 		}
 		return nil, nil
@@ -55,9 +55,9 @@ func (l *loader) socksAuth(listen string) (*SOCKSAuth, error) {
 	return &SOCKSAuth{User: user, Password: pass}, nil
 }
 
-// loopbackListen reports whether a listen address only accepts local
-// clients.
-func loopbackListen(addr string) bool {
+// LoopbackListen reports whether a listen address (host:port) only accepts
+// local clients: a loopback IP or "localhost" (any case).
+func LoopbackListen(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -385,10 +384,8 @@ func matchString(m route.Match) string {
 // that vanished behind a NAT.
 func listenTCP(network, addr string) (net.Listener, error) {
 	var lc net.ListenConfig
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		if ip, err := netip.ParseAddr(host); (err == nil && ip.IsLoopback()) || host == "localhost" {
-			lc.KeepAlive = -1
-		}
+	if config.LoopbackListen(addr) {
+		lc.KeepAlive = -1
 	}
 	return lc.Listen(context.Background(), network, addr)
 }

@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strings"
 	"syscall"
 	"time"
 
+	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/origdst"
 	"egret.io/egret/internal/proxystatus"
@@ -240,8 +240,7 @@ func listenTransparent(listen func(network, addr string) (net.Listener, error), 
 	if err != nil {
 		return nil, err
 	}
-	a, err := netip.ParseAddr(host)
-	if !strings.EqualFold(host, "localhost") && (err != nil || !a.IsLoopback()) {
+	if !config.LoopbackListen(addr) {
 		ln, err := listen("tcp", addr)
 		if err != nil {
 			return nil, err
@@ -249,7 +248,7 @@ func listenTransparent(listen func(network, addr string) (net.Listener, error), 
 		return []net.Listener{ln}, nil
 	}
 	first, second := "127.0.0.1", "::1"
-	if err == nil && a.Is6() {
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
 		first, second = "::1", "127.0.0.1"
 	}
 	ln, err := listen("tcp", net.JoinHostPort(first, port))

@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -39,7 +37,6 @@ type rawProxy struct {
 
 func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 	t.Helper()
-	st := pc.state(t)
 	rp := &rawProxy{}
 	var d net.Dialer
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -52,29 +49,7 @@ func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 		}
 		return d.DialContext(ctx, network, addr)
 	}
-	logs := &testutil.SyncBuffer{}
-	lg := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	m := metrics.New("test")
-	s, err := New(Options{Via: "egret-test", Timeouts: pc.timeouts, Resolver: hosts(pc.hosts), Logger: lg, AccessLog: logs,
-		Metrics: m, DialContext: dial}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		if t.Failed() {
-			t.Logf("egret log:\n%s", logs.String())
-		}
-	})
-	u, _ := url.Parse("http://" + ln.Addr().String())
-	rp.testProxy = &testProxy{Server: s, Addr: ln.Addr().String(), URL: u, Log: logs, Metrics: m}
+	rp.testProxy = startProxyWith(t, pc, func(o *Options) { o.DialContext = dial })
 	return rp
 }
 

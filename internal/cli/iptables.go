@@ -16,7 +16,7 @@ import (
 	"egret.io/egret/internal/iptables"
 )
 
-// Exit codes of `egret iptables` (documented in README, section transparent).
+// Exit codes of `egret iptables` (documented in docs/transparent.md).
 const (
 	iptablesExitValidation = 3 // the rules are in place but the probe was not redirected
 )

@@ -135,7 +135,7 @@ objects are still printed).`,
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.StringSliceVar(&apiIPs, "api-server-ip", nil, "API server / kubernetes Service addresses that NO_PROXY must cover (repeatable)")
 	f.StringVar(&expectProxy, "expect-proxy", "", "proxy URL pods must use (report variables naming another proxy)")
-	f.StringVar(&docsBase, "docs-base", lint.DefaultDocsBase, "where the rule links point: the README or its published URL (SARIF helpUri needs an absolute URL)")
+	f.StringVar(&docsBase, "docs-base", lint.DefaultDocsBase, "where the rule links point: docs/lint.md or its published URL (SARIF helpUri needs an absolute URL)")
 	f.StringSliceVar(&metadata, "metadata-address", []string{noproxy.DefaultMetadataAddr}, "cloud metadata addresses that NO_PROXY must cover (repeatable; \"\" checks none)")
 	return cmd
 }

@@ -66,7 +66,7 @@ func TestLintCommandExitCodes(t *testing.T) {
 		{name: "metadata-address-empty-checks-none", args: []string{"lint", "--metadata-address", "", "-"}, stdin: strings.ReplaceAll(lintWarnOnly, ",169.254.169.254", ""), code: 0, stdout: "0 errors"},
 		{name: "metadata-address-default-checked", args: []string{"lint", "-"}, stdin: strings.ReplaceAll(lintWarnOnly, ",169.254.169.254", ""), code: 1, stdout: "add 169.254.169.254"},
 		{name: "bad-metadata-address-exits-2", args: []string{"lint", "--metadata-address", "metadata.google.internal", "-"}, code: 2, stderr: "--metadata-address"},
-		{name: "docs-default-relative", args: []string{"lint", "-"}, stdin: lintBroken, code: 1, stdout: "see README.md#no-proxy-missing"},
+		{name: "docs-default-relative", args: []string{"lint", "-"}, stdin: lintBroken, code: 1, stdout: "see docs/lint.md#no-proxy-missing"},
 		{name: "docs-base-flag", args: []string{"lint", "--docs-base", "https://docs.example/egret/README.md", "-o", "sarif", "-"}, stdin: lintBroken, code: 1, stdout: `"helpUri": "https://docs.example/egret/README.md#no-proxy-missing"`},
 		{name: "parse-error-exits-2", args: []string{"lint", "-"}, stdin: "kind: Pod\n  bad: [\n", code: 2, stderr: "stdin:"},
 		{name: "missing-file-exits-2", args: []string{"lint", "/nonexistent/egret.yaml"}, code: 2, stderr: "no such file"},

@@ -9,7 +9,7 @@ import (
 // TestREADMEKeys keeps README's table of environment variables and flags
 // identical to Keys. EGRET_UPDATE_GOLDEN=1 rewrites it.
 func TestREADMEKeys(t *testing.T) {
-	const path = "../../README.md"
+	const path = "../../docs/proxy.md"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +19,7 @@ func TestREADMEKeys(t *testing.T) {
 	i := strings.Index(s, beginMark)
 	j := strings.Index(s, endMark)
 	if i < 0 || j < i {
-		t.Fatalf("README lacks the %s ... %s block", beginMark, endMark)
+		t.Fatalf("docs/proxy.md lacks the %s ... %s block", beginMark, endMark)
 	}
 	i += strings.Index(s[i:], "\n") + 1
 	var tb strings.Builder
@@ -43,6 +43,6 @@ func TestREADMEKeys(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("README's key table is out of date; run EGRET_UPDATE_GOLDEN=1 go test ./internal/config")
+		t.Errorf("docs/proxy.md's key table is out of date; run EGRET_UPDATE_GOLDEN=1 go test ./internal/config")
 	}
 }

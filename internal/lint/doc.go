@@ -24,7 +24,7 @@
 //     (gateway replicas, anti-affinity, PodDisruptionBudget, NetworkPolicy).
 //
 // Every Finding names its rule (Rules lists them with a summary, help text
-// and a README anchor from DocsURL), a Severity (Info, Warning, Error), the
+// and an anchor in docs/lint.md from DocsURL), a Severity (Info, Warning, Error), the
 // object, the container and the field path ("spec.template.spec.containers[0].env[2]").
 // Messages say what to change and never contain a secret value.
 //

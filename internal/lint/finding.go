@@ -95,13 +95,13 @@ type Finding struct {
 }
 
 // DefaultDocsBase is the page the rule anchors point into when no other home
-// is given: egret's README, as a relative reference (it resolves in a
-// checkout of egret and wherever the README is published beside the
-// report). `egret lint --docs-base URL` points the links elsewhere.
-const DefaultDocsBase = "README.md"
+// is given: egret's lint reference, as a path relative to the repository
+// root (it resolves in a checkout of egret and wherever the docs are
+// published beside the report). `egret lint --docs-base URL` points the links elsewhere.
+const DefaultDocsBase = "docs/lint.md"
 
 // DocsURL returns the link that documents rule id: base#id, where base is
-// the README (or its published copy; "" means DefaultDocsBase), which has a
+// the lint reference (or its published copy; "" means DefaultDocsBase), which has a
 // heading per rule named after its ID.
 func DocsURL(base, id string) string {
 	if base == "" {

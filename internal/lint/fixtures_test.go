@@ -141,7 +141,7 @@ func TestNoProxyFromConfigMapJudgedOnValue(t *testing.T) {
 }
 
 // goldenDocsBase is the absolute docs base the SARIF goldens are written with.
-const goldenDocsBase = "https://github.com/egret-io/egret/blob/main/README.md"
+const goldenDocsBase = "https://github.com/egret-io/egret/blob/main/docs/lint.md"
 
 func TestGoldenReports(t *testing.T) {
 	for _, dir := range []string{"broken", "good"} {

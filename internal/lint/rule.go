@@ -3,7 +3,7 @@ package lint
 // Rule describes one check. The rule set is fixed at build time; Rules lists
 // it for documentation and SARIF.
 type Rule struct {
-	ID       string   // kebab-case, stable; also the README anchor (see DocsURL)
+	ID       string   // kebab-case, stable; also the anchor in docs/lint.md (see DocsURL)
 	Severity Severity // the default severity of its findings
 	Summary  string   // one line: what the rule finds
 	Help     string   // why it matters and what to change (plain text, a few sentences)
@@ -22,7 +22,7 @@ func (r Rule) Scope() string {
 
 // rules is the rule set, sorted by ID; each rule lives in its own rule_*.go
 // file. rules_test.go checks the order, the IDs and that every rule is
-// documented in README.md.
+// documented in docs/lint.md.
 var rules = []Rule{
 	ruleCurlUpper,
 	ruleGatewayAntiAffinity,

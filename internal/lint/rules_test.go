@@ -56,7 +56,7 @@ func upperFirst(s string) string {
 // TestREADMEDocumentsEveryRule keeps README.md's rule reference (the docs
 // link of every finding) in step with the code.
 func TestREADMEDocumentsEveryRule(t *testing.T) {
-	const readme, begin, end = "../../README.md", "<!-- lint-rules:begin -->\n", "<!-- lint-rules:end -->"
+	const readme, begin, end = "../../docs/lint.md", "<!-- lint-rules:begin -->\n", "<!-- lint-rules:end -->"
 	data, err := os.ReadFile(readme)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestREADMEDocumentsEveryRule(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the %q ... %q markers in the lint section", begin, end)
+		t.Fatalf("docs/lint.md lacks the %q ... %q markers in the lint section", begin, end)
 	}
 	want := rulesMarkdown()
 	if got := s[i+len(begin) : j]; got != want {
@@ -74,6 +74,6 @@ func TestREADMEDocumentsEveryRule(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("README.md rule reference is out of date (EGRET_UPDATE_GOLDEN=1 rewrites it)")
+		t.Errorf("docs/lint.md rule reference is out of date (EGRET_UPDATE_GOLDEN=1 rewrites it)")
 	}
 }

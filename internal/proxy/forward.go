@@ -57,9 +57,11 @@ type exchange struct {
 
 	body    bodyKind
 	cl      int64  // the Content-Length body's size
+	cl0     bool   // send "Content-Length: 0" (a request without a body that said so, or whose method expects one)
 	expect  bool   // the client waits for 100 Continue before its body
 	upgrade string // the protocol the client asks to switch to
 	te      bool   // the client accepts trailers
+	lenBuf  [20]byte
 
 	// started is set once bytes of the body were taken from the client:
 	// the request cannot be sent again. An inline body (small, already
@@ -166,6 +168,9 @@ func (x *exchange) prepare() *proxystatus.Error {
 		x.body = bodyChunked
 	case req.ContentLength > 0:
 		x.body, x.cl = bodyLength, req.ContentLength
+	default:
+		_, said := h["Content-Length"]
+		x.cl0 = said || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch
 	}
 	if httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") {
 		x.upgrade = h.Get("Upgrade")
@@ -553,11 +558,20 @@ func (x *exchange) writeHeader(bw interface {
 	bw.WriteString("Via: ")
 	bw.WriteString(s.via(req.ProtoMajor, req.ProtoMinor))
 	bw.WriteString("\r\n")
-	if x.body == bodyChunked {
+	// Framing is egret's own: from the body it sends, never from what
+	// header fields survived (removeHopByHop took them out).
+	switch {
+	case x.body == bodyChunked:
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 		if len(req.Trailer) > 0 {
 			writeTrailerNames(bw, req.Trailer)
 		}
+	case x.body == bodyLength:
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(x.lenBuf[:0], x.cl, 10))
+		bw.WriteString("\r\n")
+	case x.cl0:
+		bw.WriteString("Content-Length: 0\r\n")
 	}
 	if x.te {
 		bw.WriteString("Te: trailers\r\n")
@@ -625,6 +639,20 @@ func writeResponseHead(bw *bufio.Writer, resp *http.Response) {
 	bw.WriteString("\r\n")
 	removeHopByHop(resp.Header)
 	resp.Header.Write(bw)
+}
+
+// headerLength is the value of h's Content-Length field (which
+// http.ReadResponse validated), or -1.
+func headerLength(h http.Header) int64 {
+	v := h["Content-Length"]
+	if len(v) == 0 {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // write1xx passes an interim response on to the client.
@@ -869,11 +897,27 @@ func (x *exchange) respond(resp *http.Response) bool {
 			closeAfter = true // HTTP/1.0: the end of the body is the end of the connection
 		}
 	}
+	// The length egret sends is the length of the body it sends (HEAD and
+	// 304 answers describe the representation instead): never a
+	// Content-Length field that survived header edits.
+	length := int64(-1)
+	switch {
+	case chunked:
+	case !bodyless && resp.ContentLength >= 0:
+		length = resp.ContentLength
+	case bodyless && code != http.StatusNoContent:
+		length = headerLength(resp.Header)
+	}
 	bw := cc.bw
 	writeResponseHead(bw, resp)
 	bw.WriteString("Via: ")
 	bw.WriteString(s.via(resp.ProtoMajor, resp.ProtoMinor))
 	bw.WriteString("\r\n")
+	if length >= 0 {
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(x.lenBuf[:0], length, 10))
+		bw.WriteString("\r\n")
+	}
 	if _, ok := resp.Header["Date"]; !ok {
 		// RFC 9110 section 6.6.1: a recipient with a clock adds it.
 		bw.WriteString("Date: ")

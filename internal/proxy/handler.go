@@ -162,8 +162,19 @@ func isHopByHop(k string) bool {
 	return false
 }
 
-// removeHopByHop deletes the hop-by-hop fields of h: the fixed ones and
-// those the Connection field names.
+// isFraming reports whether a (canonical) field name frames or routes a
+// message. egret writes these itself on every hop, from the message it
+// forwards — Host from the request target, Content-Length and
+// Transfer-Encoding from the body it sends — so no header edit, such as a
+// Connection token naming one of them, can change how the next hop reads
+// the message (RFC 9112 section 6.3; request smuggling).
+func isFraming(k string) bool {
+	return k == "Content-Length" || k == "Transfer-Encoding" || k == "Host"
+}
+
+// removeHopByHop deletes the hop-by-hop fields of h (the fixed ones and
+// those the Connection field names) and the framing fields, which the
+// writer of the next hop's message adds itself (see isFraming).
 func removeHopByHop(h http.Header) {
 	for _, v := range h["Connection"] {
 		for v != "" {
@@ -179,7 +190,7 @@ func removeHopByHop(h http.Header) {
 		}
 	}
 	for k := range h {
-		if isHopByHop(k) {
+		if isHopByHop(k) || isFraming(k) {
 			delete(h, k)
 		}
 	}

@@ -96,10 +96,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	x := &cc.x
 	*x = exchange{cc: cc, req: req}
 	ev := &x.ev
-	*ev = event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: req.URL.Host, start: time.Now()}
-	if e := s.admitClient(ev); e != nil {
-		return cc.fail(req, ev, e, false)
-	}
+	*ev = event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: scrubHost(req.URL.Host), start: time.Now()}
 	var defPort uint16
 	switch x.scheme = req.URL.Scheme; x.scheme {
 	case "http":
@@ -107,29 +104,16 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	case "https":
 		defPort = 443
 	default:
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + x.scheme + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"}, false)
+		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + proxystatus.Scrub(strconv.Quote(x.scheme)) + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"}, false)
 	}
-	dest, err := route.ParseDest(req.URL.Host, defPort)
-	if err != nil {
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request URL: " + err.Error()}, false)
-	}
-	x.dest = dest
-	ev.dest = dest.String()
 	if s.alog != nil {
-		ev.url = x.scheme + "://" + req.URL.Host + req.URL.EscapedPath() // no query: it may hold tokens
+		ev.url = x.scheme + "://" + scrubHost(req.URL.Host) + req.URL.EscapedPath() // no query: it may hold tokens
 	}
-	if s.loop(req.Header) {
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via}, false)
+	a, e := s.admit(s.ctx, ev, &target{hostport: req.URL.Host, defPort: defPort, via: req.Header["Via"]})
+	if e != nil {
+		return cc.fail(req, ev, e, false)
 	}
-	x.st = s.state.Load()
-	ev.dec, ev.decided = s.Route(s.ctx, x.st, dest), true
-	if ev.dec.Action == route.Deny {
-		return cc.fail(req, ev, denied(dest, ev.dec), false)
-	}
-	x.breaker, err = s.admitDest(dest, false, &ev.release)
-	if err != nil {
-		return cc.fail(req, ev, proxystatus.From(err), false)
-	}
+	x.st, x.dest, x.breaker = a.st, a.dest, a.breaker
 	if e := x.prepare(); e != nil {
 		return cc.fail(req, ev, e, false)
 	}
@@ -368,7 +352,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 	s := x.cc.s
 	switch {
 	case key.member == nil:
-		c, err := s.dialDirect(s.ctx, x.dest, x.ev.dec.Addrs)
+		c, err := s.dialDirect(s.ctx, x.st, x.dest, x.ev.dec)
 		if err != nil {
 			return nil, err
 		}

@@ -105,10 +105,10 @@ func TestTextHidesQuotedLines(t *testing.T) {
 func TestScrub(t *testing.T) {
 	for in, want := range map[string]string{
 		`destination "user:s3cret@host:443": want host:port`: `destination "…@host:443": want host:port`,
-		`host "a?token=s3cret": invalid character '?'`:        `host "a…": invalid character '?'`,
-		`host "x#frag" and "u:p@y?q=1"`:                       `host "x…" and "…@y…"`,
-		`plain "host:80"`:                                     `plain "host:80"`,
-		`unbalanced "a@b`:                                     `unbalanced "a@b`,
+		`host "a?token=s3cret": invalid character '?'`:       `host "a…": invalid character '?'`,
+		`host "x#frag" and "u:p@y?q=1"`:                      `host "x…" and "…@y…"`,
+		`plain "host:80"`:                                    `plain "host:80"`,
+		`unbalanced "a@b`:                                    `unbalanced "a@b`,
 	} {
 		if got := Scrub(in); got != want {
 			t.Errorf("Scrub(%q) = %q, want %q", in, got, want)

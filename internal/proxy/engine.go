@@ -136,6 +136,9 @@ type clientConn struct {
 	// handedOff is set when the connection became a tunnel: it is no
 	// longer this goroutine's to close.
 	handedOff bool
+	// slot is the client's connection slot (limit.Clients), released when
+	// the connection closes; nil without a limit.
+	slot func()
 	x         exchange // the forwarded request in progress (reused)
 	meters    meters   // the metrics its requests counted last
 }
@@ -145,8 +148,8 @@ type clientConn struct {
 func (s *Server) Serve(ln net.Listener) error {
 	s.startConnSweeper()
 	s.origins.startSweeper(s.stop)
-	return s.accept(ln, func(c net.Conn) {
-		cc := &clientConn{s: s, c: c}
+	return s.accept(ln, metrics.KindHTTP, func(c net.Conn, slot func()) {
+		cc := &clientConn{s: s, c: c, slot: slot}
 		cc.since.Store(time.Now().UnixNano())
 		if !s.trackConn(cc) {
 			c.Close()
@@ -290,6 +293,14 @@ func (s *Server) closeConns() {
 	}
 }
 
+// handOff gives the connection to the tunnel of ev: the tunnel closes it
+// and, when it ends, releases the client's connection slot.
+func (cc *clientConn) handOff(ev *event) {
+	cc.handedOff = true
+	ev.release.add(cc.slot)
+	cc.slot = nil
+}
+
 // serve reads and answers requests until the connection ends or becomes a
 // tunnel.
 func (cc *clientConn) serve() {
@@ -305,6 +316,9 @@ func (cc *clientConn) serve() {
 		}
 		if !cc.handedOff {
 			cc.c.Close()
+			if cc.slot != nil {
+				cc.slot()
+			}
 		}
 		cc.state.Store(connDone)
 		s.untrackConn(cc)

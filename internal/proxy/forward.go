@@ -451,7 +451,7 @@ func (x *exchange) send(oc *originConn, absolute bool, auth string) (*http.Respo
 	if x.body != bodyNone && !x.inline && !wait {
 		x.startCopier()
 	}
-	hdrTimeout := cc.s.opts.Timeouts.ResponseHeader
+	hdrTimeout := positive(cc.s.opts.Timeouts.ResponseHeader)
 	for n1xx := 0; ; {
 		if wait {
 			oc.conn.SetReadDeadline(time.Now().Add(expectContinueTimeout))
@@ -1062,12 +1062,10 @@ func (x *exchange) switchProtocols(resp *http.Response) bool {
 	ev := new(event)
 	*ev = x.ev
 	x.ev.release = nil
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
-	}
+	s.observeSetup(ev)
 	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	cc.handedOff = true
+	cc.handOff(ev)
 	s.start(ev, t, buffered(cc.br), sc)
 	return false
 }

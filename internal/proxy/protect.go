@@ -31,6 +31,9 @@ type Protection struct {
 	// Clients, when set, limits each client's requests and tunnels in
 	// flight.
 	Clients *limit.Clients
+	// ClientConns, when set, limits each client's open connections
+	// (idle ones included); a client over it is refused as it connects.
+	ClientConns *limit.Clients
 	// Tunnels, when set, bounds the tunnels open at once.
 	Tunnels *limit.Counter
 }

@@ -136,10 +136,10 @@ type Gateway struct {
 
 // Limits protect destinations and the proxy; zero values mean none.
 type Limits struct {
-	MaxTunnels          int
+	MaxTunnels           int
 	ClientMaxConcurrent  int
 	ClientMaxConnections int
-	PerDestination      limit.Limit
-	Destinations        []limit.Rule
-	Breaker             limit.BreakerConfig // Failures 0 = no breaker
+	PerDestination       limit.Limit
+	Destinations         []limit.Rule
+	Breaker              limit.BreakerConfig // Failures 0 = no breaker
 }

@@ -138,9 +138,9 @@ type clientConn struct {
 	handedOff bool
 	// slot is the client's connection slot (limit.Clients), released when
 	// the connection closes; nil without a limit.
-	slot func()
-	x         exchange // the forwarded request in progress (reused)
-	meters    meters   // the metrics its requests counted last
+	slot   func()
+	x      exchange // the forwarded request in progress (reused)
+	meters meters   // the metrics its requests counted last
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns

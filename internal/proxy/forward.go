@@ -72,6 +72,7 @@ type exchange struct {
 	continued bool // 100 Continue was sent to the client
 	copier    *bodyCopier
 
+	cred    *credentials.Credential // for a tunnel through the member being tried
 	oc      *originConn
 	gotByte bool   // the current attempt received bytes of a response
 	release func() // the member's request count
@@ -200,83 +201,71 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	if p == nil {
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", x.ev.dec.Pool)}
 	}
-	var buf [8]*upstream.Member
-	now := time.Now()
-	cands := p.AppendCandidates(buf[:0], x.dest.Host, now)
-	if len(cands) == 0 {
-		m := p.LastResort(now)
-		if m == nil {
-			err := p.Unavailable()
-			s.countUpstreamErr(p.Name, err)
-			return nil, err
-		}
-		cands = append(cands, m)
-	}
-	var last error
-	for i, m := range cands {
-		more := i < len(cands)-1
+	// Another member, or the previous credential, may be tried while the
+	// body can still be sent again and the request certainly did not
+	// reach the origin, or may reach it twice.
+	again := func(err error) bool { return !x.started && (x.idempotent || notSent(err)) }
+	var resp *http.Response
+	_, err := p.Do(s.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *credentials.Credential, more bool) (int, error) {
 		x.ev.member = m.Name
 		start := time.Now()
-		resp, err := x.tryMember(p, m, more && x.idempotent)
+		r, code, err := x.tryMember(p, m, cred, more && x.idempotent)
 		if err == nil {
-			x.ev.connect = time.Since(start)
-			return resp, nil
+			x.ev.connect, resp = time.Since(start), r
 		}
-		last = err
-		retry := p.Failed(m, err)
-		if !retry || !more || x.started || !(x.idempotent || notSent(err)) {
-			break
+		return code, err
+	})
+	if err != nil {
+		if pe := proxystatus.From(err); pe.Type == proxystatus.PoolUnavailable {
+			s.countUpstreamErr(p.Name, err)
 		}
+		return nil, err
 	}
-	return nil, last
+	return resp, nil
 }
 
-// tryMember sends the request through m. Through an http(s) member a
-// plain-HTTP request goes in absolute form with the member's credential; a
-// 407 to the current credential is tried again with the previous one while
-// a rotation is pending. An https:// request, and any request through a
-// socks5 member, goes through a tunnel to the origin (Pool.TryMember makes
-// it, and reports the member's health itself). A refusal the member wrote
-// itself (403 or 5xx with Squid's X-Squid-Error) is turned into an error
-// when failover may follow (mayRetry), and otherwise passed on to the
-// client as it is.
-func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, mayRetry bool) (*http.Response, error) {
+// tryMember sends the request through m with cred, once (Pool.Do owns
+// the failover and the credential fallback). Through an http(s) member a
+// plain-HTTP request goes in absolute form with cred in
+// Proxy-Authorization; an https:// request, and any request through a
+// socks5 member, goes through a tunnel to the origin opened with cred. It
+// returns the member's status code (0 when it did not answer). A 407 is an
+// error; so is a refusal the member wrote itself (403 or 5xx with Squid's
+// X-Squid-Error) when failover may follow (mayRetry), which otherwise goes
+// to the client as it is. A member that took the request and sent no
+// response header in time is a *upstream.Silence.
+func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *credentials.Credential, mayRetry bool) (*http.Response, int, error) {
 	release := m.Acquire()
+	var resp *http.Response
+	var err error
 	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 {
-		resp, err := x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
-		if err != nil {
-			release()
-			return nil, originErr(err, m)
-		}
-		x.release = release
-		return resp, nil
-	}
-	cred := m.Credential()
-	resp, err := x.memberRoundTrip(p, m, authOf(cred))
-	if code := refusalCode(err); code == http.StatusProxyAuthRequired && m.Credentials() != nil && !x.started {
-		if fb := m.Credentials().Fallback(); fb != nil {
-			resp, err = x.memberRoundTrip(p, m, fb.AuthHeader())
-			if err == nil {
-				cred = nil // confirm nothing: the new credential was refused
-				if ev := p.Events; ev != nil && ev.Fallback != nil {
-					ev.Fallback(p.Name, m)
-				}
-			}
+		x.cred = cred
+		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
+	} else {
+		resp, err = x.attempt(originKey{member: m}, p, authOf(cred))
+		if err == nil && resp.StatusCode == http.StatusProxyAuthRequired {
+			err, resp = upstream.RefusalError(m.Name, resp), nil
+			x.dropOrigin()
 		}
 	}
 	if err != nil {
 		release()
-		return nil, err
+		err = originErr(err, m)
+		if pe := proxystatus.From(err); pe.Type == proxystatus.ConnectionReadTimeout && !x.gotByte && refusalCode(err) == 0 {
+			out := *pe
+			out.Upstream = m.Name
+			err = &upstream.Silence{Err: &out}
+		}
+		return nil, refusalCode(err), err
 	}
 	if mayRetry && !x.started && memberWrote(resp) {
 		rerr := upstream.RefusalError(m.Name, resp)
 		x.dropOrigin()
 		release()
-		return nil, rerr
+		return nil, resp.StatusCode, rerr
 	}
-	p.Succeeded(m, cred)
 	x.release = release
-	return resp, nil
+	return resp, resp.StatusCode, nil
 }
 
 // authOf is the Proxy-Authorization value for c, "" for none.
@@ -285,28 +274,6 @@ func authOf(c *credentials.Credential) string {
 		return ""
 	}
 	return c.AuthHeader()
-}
-
-// memberRoundTrip makes one attempt through an http(s) member and reports
-// it to the pool's events; a 407 is returned as an error.
-func (x *exchange) memberRoundTrip(p *upstream.Pool, m *upstream.Member, auth string) (*http.Response, error) {
-	resp, err := x.attempt(originKey{member: m}, p, auth)
-	code := 0
-	if err == nil {
-		code = resp.StatusCode
-		if code == http.StatusProxyAuthRequired {
-			err = upstream.RefusalError(m.Name, resp)
-			resp = nil
-			x.dropOrigin()
-		}
-	} else {
-		err = originErr(err, m)
-		code = refusalCode(err)
-	}
-	if ev := p.Events; ev != nil && ev.Attempt != nil {
-		ev.Attempt(p.Name, m, code, err)
-	}
-	return resp, err
 }
 
 // attempt sends the request on a pooled connection for key, or a new one.
@@ -336,7 +303,9 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 		if isClientGone(err) {
 			return nil, err
 		}
-		if oc.reused && !x.gotByte && !x.started && try == 0 && (x.idempotent || errors.As(err, &we)) {
+		// A reused connection the other side had closed fails at once; a
+		// timeout is no such thing, and is not waited out twice.
+		if oc.reused && !x.gotByte && !x.started && try == 0 && (x.idempotent || errors.As(err, &we)) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
 		if errors.As(err, &we) {
@@ -370,7 +339,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 		}
 		return newOriginConn(c, rawConn(c), key, gen), nil
 	}
-	t, err := p.TryMember(s.ctx, key.member, key.addr)
+	t, _, err := p.OpenTunnel(s.ctx, key.member, key.addr, x.cred)
 	if err != nil {
 		return nil, err
 	}
@@ -1113,6 +1082,10 @@ func memberWrote(resp *http.Response) bool {
 // notSent reports whether a failed attempt certainly did not reach the
 // origin: the member could not be reached or refused the request.
 func notSent(err error) bool {
+	var sil *upstream.Silence
+	if errors.As(err, &sil) {
+		return false // it took the request: it may have sent it on
+	}
 	var r *upstream.Refusal
 	if errors.As(err, &r) {
 		return r.Code == http.StatusProxyAuthRequired || r.Code == http.StatusForbidden || r.DestinationFault

@@ -73,6 +73,9 @@ type exchange struct {
 	copier    *bodyCopier
 
 	cred    *credentials.Credential // for a tunnel through the member being tried
+	// writeDeadline is set once copyResponse put a write deadline on the
+	// client connection; respond clears it.
+	writeDeadline bool
 	oc      *originConn
 	gotByte bool   // the current attempt received bytes of a response
 	release func() // the member's request count
@@ -681,9 +684,27 @@ func (x *exchange) copyBody(bc *bodyCopier) {
 	buf := *bufp
 	var cw io.WriteCloser
 	remain := x.cl
+	// A client that stalls in its body is cut off after the idle timeout:
+	// each read that waits on the socket has its own deadline (set before
+	// the abort flag is checked, so endCopier's interruption is not lost).
+	idle := positive(x.cc.s.opts.Timeouts.ClientIdle)
+	stalls := false
+	defer func() {
+		if stalls && bc.rerr == nil {
+			x.cc.c.SetReadDeadline(time.Time{})
+		}
+	}()
 	for {
 		var n int
 		var err error
+		if idle > 0 && br.Buffered() == 0 {
+			x.cc.c.SetReadDeadline(time.Now().Add(idle))
+			stalls = true
+			if bc.aborted.Load() {
+				bc.rerr = os.ErrDeadlineExceeded
+				return
+			}
+		}
 		if x.body == bodyChunked {
 			n, err = x.req.Body.Read(buf)
 		} else {
@@ -805,6 +826,13 @@ func (x *exchange) failed(err error) (bool, error) {
 	x.consumeInline()
 	if bc := x.copier; bc != nil && bc.rerr != nil && !bc.cutOff() {
 		// The request body failed on the client's side.
+		if errors.Is(bc.rerr, os.ErrDeadlineExceeded) {
+			x.ev.err = &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: http.StatusRequestTimeout,
+				Detail: "the request body stalled: nothing arrived for " + x.cc.s.opts.Timeouts.ClientIdle.String(), Err: bc.rerr}
+			x.ev.status = x.ev.err.Code()
+			writeError(cc.bw, x.ev.err, true, false)
+			return false, nil
+		}
 		if isNetReadError(bc.rerr) || errors.Is(bc.rerr, io.ErrUnexpectedEOF) {
 			x.ev.err = &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "client went away while sending the request body", Err: bc.rerr}
 			return false, nil
@@ -918,6 +946,9 @@ func (x *exchange) respond(resp *http.Response) bool {
 		x.dropOrigin()
 		return false
 	}
+	if x.writeDeadline {
+		cc.c.SetWriteDeadline(time.Time{})
+	}
 	return !closeAfter && x.bodyDone()
 }
 
@@ -954,6 +985,20 @@ func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr e
 			copyPool.Put(bufp)
 		}
 	}()
+	// A client that stops reading a long answer is cut off after the idle
+	// timeout: writes that reach the socket run under a deadline, moved on
+	// at most once a second.
+	idle := positive(x.cc.s.opts.Timeouts.ClientIdle)
+	var deadlineAt time.Time
+	progress := func() {
+		if idle > 0 {
+			if now := time.Now(); now.Sub(deadlineAt) > time.Second {
+				deadlineAt = now
+				x.cc.c.SetWriteDeadline(now.Add(idle))
+				x.writeDeadline = true
+			}
+		}
+	}
 	for {
 		var p []byte
 		if !chunked && bufp == nil && bw.Available() >= 1024 {
@@ -969,6 +1014,9 @@ func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr e
 		n, err := resp.Body.Read(p)
 		if n > 0 {
 			x.ev.down += int64(n)
+			if n > bw.Available() {
+				progress() // this write reaches the socket
+			}
 			if _, e := w.Write(p[:n]); e != nil {
 				return nil, e
 			}
@@ -979,7 +1027,8 @@ func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr e
 		if err != nil {
 			return err, nil
 		}
-		if obr.Buffered() == 0 {
+		if obr.Buffered() == 0 && bw.Buffered() > 0 {
+			progress()
 			if e := bw.Flush(); e != nil {
 				return nil, e
 			}

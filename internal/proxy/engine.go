@@ -139,8 +139,9 @@ type clientConn struct {
 	// slot is the client's connection slot (limit.Clients), released when
 	// the connection closes; nil without a limit.
 	slot   func()
-	x      exchange // the forwarded request in progress (reused)
-	meters meters   // the metrics its requests counted last
+	peek   func() error // cc.peekByte, made once
+	x      exchange     // the forwarded request in progress (reused)
+	meters meters       // the metrics its requests counted last
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
@@ -293,6 +294,12 @@ func (s *Server) closeConns() {
 	}
 }
 
+// peek waits for the client's next byte without taking it (clientWatch).
+func (cc *clientConn) peekByte() error {
+	_, err := cc.br.Peek(1)
+	return err
+}
+
 // handOff gives the connection to the tunnel of ev: the tunnel closes it
 // and, when it ends, releases the client's connection slot.
 func (cc *clientConn) handOff(ev *event) {
@@ -307,6 +314,7 @@ func (cc *clientConn) serve() {
 	s := cc.s
 	cc.remote = cc.c.RemoteAddr().String()
 	cc.lr.c = cc.c
+	cc.peek = cc.peekByte
 	cc.br = getReader(&cc.lr)
 	cc.bw = getWriter(cc.c)
 	defer func() {

@@ -48,6 +48,7 @@ const (
 // send it, and the response streamed back. A client connection reuses one.
 type exchange struct {
 	cc         *clientConn
+	ctx        context.Context // the request's: cancelled when its client leaves while it waits
 	req        *http.Request
 	ev         event
 	st         *State
@@ -73,6 +74,9 @@ type exchange struct {
 	copier    *bodyCopier
 
 	cred    *credentials.Credential // for a tunnel through the member being tried
+	// waiting is the origin connection whose response header is awaited,
+	// for interruptOrigin.
+	waiting atomic.Pointer[originConn]
 	// writeDeadline is set once copyResponse put a write deadline on the
 	// client connection; respond clears it.
 	writeDeadline bool
@@ -121,7 +125,23 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if e := x.prepare(); e != nil {
 		return cc.fail(req, ev, e, false)
 	}
+	// While a request without a body waits on the far side, its client is
+	// watched: one that leaves cancels the wait. (A body's copy reads the
+	// client itself.)
+	x.ctx = s.ctx
+	var stop func() ([]byte, bool)
+	if x.body == bodyNone {
+		x.ctx, stop = watchClient(s.ctx, cc.c, cc.peek, cc.interruptOrigin)
+	}
 	resp, err := x.roundTrip()
+	if stop != nil {
+		if _, gone := stop(); gone {
+			// Nobody waits for the answer; the origin connection may
+			// hold an interrupted read.
+			resp, err = nil, clientGone(errClientLeft)
+			x.dropOrigin()
+		}
+	}
 	var keep bool
 	var destErr error
 	if err != nil {
@@ -209,7 +229,7 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	// reach the origin, or may reach it twice.
 	again := func(err error) bool { return !x.started && (x.idempotent || notSent(err)) }
 	var resp *http.Response
-	_, err := p.Do(s.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *credentials.Credential, more bool) (int, error) {
+	_, err := p.Do(x.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *credentials.Credential, more bool) (int, error) {
 		x.ev.member = m.Name
 		start := time.Now()
 		r, code, err := x.tryMember(p, m, cred, more && x.idempotent)
@@ -271,6 +291,14 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *credent
 	return resp, resp.StatusCode, nil
 }
 
+// interruptOrigin ends the wait for a response header of the client's
+// request (its client left).
+func (cc *clientConn) interruptOrigin() {
+	if oc := cc.x.waiting.Load(); oc != nil {
+		oc.conn.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
 // authOf is the Proxy-Authorization value for c, "" for none.
 func authOf(c *credentials.Credential) string {
 	if c == nil {
@@ -324,7 +352,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 	s := x.cc.s
 	switch {
 	case key.member == nil:
-		c, err := s.dialDirect(s.ctx, x.st, x.dest, x.ev.dec)
+		c, err := s.dialDirect(x.ctx, x.st, x.dest, x.ev.dec)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +362,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 		if timeout <= 0 {
 			timeout = upstream.DefaultConnectTimeout
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		ctx, cancel := context.WithTimeout(x.ctx, timeout)
 		defer cancel()
 		c, err := p.DialMember(ctx, key.member)
 		if err != nil {
@@ -342,7 +370,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 		}
 		return newOriginConn(c, rawConn(c), key, gen), nil
 	}
-	t, _, err := p.OpenTunnel(s.ctx, key.member, key.addr, x.cred)
+	t, _, err := p.OpenTunnel(x.ctx, key.member, key.addr, x.cred)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +395,7 @@ func (x *exchange) originTLS(c, raw net.Conn, key originKey, gen uint64) (*origi
 		cfg.ServerName = x.dest.Host
 	}
 	tc := tls.Client(c, cfg)
-	ctx, cancel := context.WithTimeout(s.ctx, tlsHandshakeTimeout)
+	ctx, cancel := context.WithTimeout(x.ctx, tlsHandshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
@@ -444,15 +472,26 @@ func (x *exchange) send(oc *originConn, absolute bool, auth string) (*http.Respo
 				return nil, err
 			}
 		}
+		// The client's watch (its cancel comes first) interrupts the
+		// read below through x.waiting.
+		x.waiting.Store(oc)
 		if hdrTimeout > 0 {
 			oc.conn.SetReadDeadline(time.Now().Add(hdrTimeout))
+		}
+		if x.ctx.Err() != nil {
+			x.waiting.Store(nil)
+			return nil, clientGone(errClientLeft)
 		}
 		oc.lr.limit(maxResponseHeaderBytes)
 		resp, err := http.ReadResponse(oc.br, x.req)
 		oc.lr.unlimit()
+		x.waiting.Store(nil)
 		x.gotByte = oc.lr.n > start
 		if hdrTimeout > 0 {
 			oc.conn.SetReadDeadline(time.Time{})
+		}
+		if err != nil && x.ctx.Err() != nil {
+			return nil, clientGone(errClientLeft)
 		}
 		if err != nil {
 			switch {

@@ -60,12 +60,25 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKS
 	if host == "" {
 		host = req.Dest.IP.String()
 	}
-	a, e := s.admit(ctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true})
+	wctx, stop := watchClient(ctx, c, nil, nil)
+	a, e := s.admit(wctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true})
+	var sc *Conn
+	if e == nil {
+		sc, err = s.open(wctx, ev, a)
+	}
+	early, gone := stop()
+	if gone {
+		if sc != nil {
+			sc.Close()
+		}
+		c.Close()
+		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
+		return
+	}
 	if e != nil {
 		s.refuseSOCKS(ctx, ev, c, socksReplyFor(e, e), e)
 		return
 	}
-	sc, err := s.open(ctx, ev, a)
 	if err != nil {
 		e := proxystatus.From(err)
 		s.refuseSOCKS(ctx, ev, c, socksReplyFor(err, e), e)
@@ -80,7 +93,7 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKS
 	}
 	c.SetDeadline(time.Time{})
 	ev.status = http.StatusOK
-	s.relay(ev, c, nil, sc)
+	s.relay(ev, c, early, sc)
 }
 
 // refuseSOCKS answers a request with a failure reply, closes the

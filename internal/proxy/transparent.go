@@ -104,18 +104,31 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 		return
 	}
 
-	a, e := s.admit(ctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	wctx, stop := watchClient(ctx, c, nil, nil)
+	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	var sc *Conn
+	if e == nil {
+		sc, err = s.open(wctx, ev, a)
+	}
+	more, gone := stop()
+	if gone {
+		if sc != nil {
+			sc.Close()
+		}
+		c.Close()
+		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
+		return
+	}
 	if e != nil {
 		s.refuseTransparent(ctx, ev, c, res.Proto, e)
 		return
 	}
-	sc, err := s.open(ctx, ev, a)
 	if err != nil {
 		s.refuseTransparent(ctx, ev, c, res.Proto, proxystatus.From(err))
 		return
 	}
 	ev.status = 200
-	s.relay(ev, c, res.Peeked, sc)
+	s.relay(ev, c, append(res.Peeked, more...), sc)
 }
 
 // routeTransparent decides a redirected connection. It returns the

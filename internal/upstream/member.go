@@ -116,7 +116,7 @@ func ParseMemberSpec(spec string) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, a := range attrs {
+	for i, a := range attrs {
 		k, v, _ := strings.Cut(strings.ToLower(a), "=")
 		switch k {
 		case "backup":
@@ -131,7 +131,9 @@ func ParseMemberSpec(spec string) (*Member, error) {
 			}
 			m.Weight = w
 		default:
-			return nil, fmt.Errorf("upstream proxy %s: unknown attribute %q (want weight=N or backup)", m.Name, Redact(a))
+			// Not quoted: a password cut short by a caller's splitting
+			// would show here.
+			return nil, fmt.Errorf("upstream proxy %s: unknown attribute %d after the URL (want weight=N or backup)", m.Name, i+1)
 		}
 	}
 	return m, nil
@@ -140,14 +142,19 @@ func ParseMemberSpec(spec string) (*Member, error) {
 // ParseMemberList reads a list of members, one ParseMemberSpec per line,
 // with blank lines and comments ignored: the format of a member file. A '#'
 // starts a comment at the start of a line or after a space, so a '#' in a
-// password does not cut the URL short. Errors name the line and never a
-// password.
+// password does not cut the URL short; a comment after a member holds no
+// '@' (else it might be the rest of a password with " #" in it). Errors
+// name the line and never a password.
 func ParseMemberList(text string) ([]*Member, error) {
 	var out []*Member
 	for n, line := range strings.Split(text, "\n") {
-		line = stripComment(line)
+		line, comment := stripComment(line)
 		if strings.TrimSpace(line) == "" {
 			continue
+		}
+		if strings.Contains(comment, "@") {
+			// "http://u:pa #ss@proxy:3128" or "http://proxy:3128 # ops@corp"?
+			return nil, fmt.Errorf("line %d: a comment after a member holds '@': if the '#' is in a password, percent-encode ' ' and '#' (%%20, %%23); else put the comment on a line of its own", n+1)
 		}
 		m, err := ParseMemberSpec(line)
 		if err != nil {

@@ -191,13 +191,13 @@ func splitSpec(spec string) (raw string, attrs []string) {
 	return s, nil
 }
 
-// stripComment removes a comment from a member file line: from a '#' at
+// stripComment splits a member file line at its comment: from a '#' at
 // the start of the line or after a space.
-func stripComment(line string) string {
+func stripComment(line string) (member, comment string) {
 	for i := 0; i < len(line); i++ {
 		if line[i] == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
-			return line[:i]
+			return line[:i], line[i:]
 		}
 	}
-	return line
+	return line, ""
 }

@@ -320,7 +320,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		{"EGRET_HEADER_READ_TIMEOUT", f.Timeouts.HeaderRead, 0, &p.Timeouts.HeaderRead},
 		{"EGRET_CLIENT_IDLE_TIMEOUT", f.Timeouts.ClientIdle, 0, &p.Timeouts.ClientIdle},
 		{"EGRET_TUNNEL_IDLE_TIMEOUT", f.Timeouts.TunnelIdle, 0, &p.Timeouts.TunnelIdle},
-		{"", f.Timeouts.ResponseHeader, 0, &p.Timeouts.ResponseHeader},
+		{"EGRET_RESPONSE_HEADER_TIMEOUT", f.Timeouts.ResponseHeader, DefaultResponseHeaderTimeout, &p.Timeouts.ResponseHeader},
 		{"EGRET_DRAIN_PERIOD", f.Drain.Period, drainPeriod, &p.DrainPeriod},
 		{"EGRET_DRAIN_TIMEOUT", f.Drain.Timeout, DefaultDrainTimout, &p.DrainTimeout},
 	}
@@ -368,6 +368,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	p.ReadyNeedsUpstream = p.Role == RoleGateway
 	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.ReadyNeedsUpstream, bad)
 	p.PProf = l.boolean("EGRET_PPROF", p.PProf, bad)
+	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
 	p.AccessLog = l.boolean("EGRET_ACCESS_LOG", p.AccessLog, bad)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -975,3 +975,106 @@ func waitLogLine(t *testing.T, p *testProxy, path string) map[string]any {
 func directRule(host string) []route.Rule {
 	return []route.Rule{{Match: route.Match{Suffixes: []route.Suffix{{Domain: host, Apex: true}}}, Action: route.Direct, Source: "test"}}
 }
+
+// TestEngineConnectionNamesFraming: a Connection token that names a
+// framing field (issue 11: request smuggling through Connection) changes
+// neither the request egret sends nor the response it passes on. The
+// origin is a real net/http server on a pooled connection: the attacker's
+// body stays a body, and the next client's request is its own.
+func TestEngineConnectionNamesFraming(t *testing.T) {
+	type seen struct{ path, body string }
+	got := make(chan seen, 16)
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.URL.Path, string(b)}
+		if r.URL.Path == "/resp" {
+			// A response that names its own length hop-by-hop, with a
+			// fake second response in its body.
+			w.Header().Set("Connection", "Content-Length")
+			body := "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake"
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			io.WriteString(w, body)
+			return
+		}
+		io.WriteString(w, "answer "+r.URL.Path)
+	})
+	p := startProxy(t, proxyConf{hosts: originHosts})
+	smuggled := "GET /smuggled HTTP/1.1\r\nHost: origin.test\r\n\r\n"
+	for _, conn := range []string{"Content-Length", "keep-alive, content-length", "CONTENT-LENGTH", "Host, Content-Length, Transfer-Encoding"} {
+		t.Run(strings.ReplaceAll(strings.ToLower(conn), ", ", "-"), func(t *testing.T) {
+			a := dialRaw(t, p.Addr)
+			a.send("POST http://origin.test:%s/attack HTTP/1.1\r\nHost: origin.test\r\nConnection: %s\r\nContent-Length: %d\r\n\r\n%s", o.port, conn, len(smuggled), smuggled)
+			resp, body := a.read("POST")
+			if resp.StatusCode != 200 || body != "answer /attack" {
+				t.Fatalf("attacker: %d %q", resp.StatusCode, body)
+			}
+			if s := <-got; s.path != "/attack" || s.body != smuggled {
+				t.Fatalf("origin got %q with body %q, want /attack with the smuggled text as its body", s.path, s.body)
+			}
+			v := dialRaw(t, p.Addr)
+			v.send("GET http://origin.test:%s/victim HTTP/1.1\r\nHost: origin.test\r\nAuthorization: secret\r\n\r\n", o.port)
+			resp, body = v.read("GET")
+			if resp.StatusCode != 200 || body != "answer /victim" {
+				t.Fatalf("victim: %d %q", resp.StatusCode, body)
+			}
+			if s := <-got; s.path != "/victim" {
+				t.Fatalf("origin's next request is %q, want /victim", s.path)
+			}
+		})
+	}
+	t.Run("response", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		c.send("GET http://origin.test:%s/resp HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		resp, body := c.read("GET")
+		if resp.ContentLength < 0 || !strings.HasSuffix(body, "fake") {
+			t.Fatalf("response unframed or cut: length %d, body %q", resp.ContentLength, body)
+		}
+		<-got
+		c.send("GET http://origin.test:%s/next HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		resp, body = c.read("GET")
+		if body != "answer /next" {
+			t.Fatalf("the next answer on the connection is %q, want the origin's own", body)
+		}
+		<-got
+	})
+	if strings.Contains(p.Log.String(), "/smuggled") {
+		t.Errorf("a smuggled request was logged:\n%s", p.Log.String())
+	}
+}
+
+// TestEngineStalledClients: a client that stops sending its body, or stops
+// reading a long answer, is cut off after the client idle timeout; what
+// it held (the origin connection, the goroutines) is let go (issue 11).
+func TestEngineStalledClients(t *testing.T) {
+	big := strings.Repeat("x", 32<<20)
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			io.WriteString(w, big)
+			return
+		}
+		io.ReadAll(r.Body)
+	})
+	p := startProxy(t, proxyConf{hosts: originHosts, timeouts: Timeouts{ClientIdle: 300 * time.Millisecond}})
+	t.Run("body", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		start := time.Now()
+		c.send("POST http://origin.test:%s/upload HTTP/1.1\r\nHost: origin.test\r\nContent-Length: 100000\r\n\r\n%s", o.port, strings.Repeat("y", 40000))
+		resp, body := c.read("POST")
+		wantProxyStatus(t, resp, body, http.StatusRequestTimeout, "http_request_error")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the stalled body was cut after %v", d)
+		}
+		if !c.closed() {
+			t.Error("the connection stayed open")
+		}
+	})
+	t.Run("response", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		c.send("GET http://origin.test:%s/big HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		// Read nothing: the answer fills the socket buffers and stops.
+		waitFor(t, func() bool { return strings.Contains(p.Log.String(), `"url":"http://origin.test:`+o.port+`/big"`) })
+		if !strings.Contains(p.Log.String(), "client went away") {
+			t.Errorf("the stalled reader was not cut off:\n%s", p.Log.String())
+		}
+	})
+}

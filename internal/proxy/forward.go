@@ -73,16 +73,16 @@ type exchange struct {
 	continued bool // 100 Continue was sent to the client
 	copier    *bodyCopier
 
-	cred    *credentials.Credential // for a tunnel through the member being tried
+	cred *credentials.Credential // for a tunnel through the member being tried
 	// waiting is the origin connection whose response header is awaited,
 	// for interruptOrigin.
 	waiting atomic.Pointer[originConn]
 	// writeDeadline is set once copyResponse put a write deadline on the
 	// client connection; respond clears it.
 	writeDeadline bool
-	oc      *originConn
-	gotByte bool   // the current attempt received bytes of a response
-	release func() // the member's request count
+	oc            *originConn
+	gotByte       bool   // the current attempt received bytes of a response
+	release       func() // the member's request count
 	// breaker is set while the destination's breaker awaits the outcome:
 	// it is told before the client is answered, so the client's next
 	// request already meets the breaker's new state.

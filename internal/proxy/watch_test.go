@@ -47,8 +47,8 @@ func TestClientGoneCancelsTheWait(t *testing.T) {
 	_, oport, _ := net.SplitHostPort(originAddr)
 	l := startListeners(t, proxyConf{
 		def: route.Direct, members: []string{"http://" + member},
-		hosts: map[string]string{"pooled.test": "127.0.0.1", "slow.test": "127.0.0.1"},
-		rules: []route.Rule{{Match: route.Match{Hosts: []string{"pooled.test"}}, Action: route.Upstream, Source: "test pool"}},
+		hosts:    map[string]string{"pooled.test": "127.0.0.1", "slow.test": "127.0.0.1"},
+		rules:    []route.Rule{{Match: route.Match{Hosts: []string{"pooled.test"}}, Action: route.Upstream, Source: "test pool"}},
 		timeouts: Timeouts{UpstreamConnect: 30 * time.Second, ResponseHeader: 30 * time.Second},
 	}, Protection{})
 	wantClosed := func(t *testing.T, ch chan struct{}, what string) {

@@ -477,21 +477,45 @@ func parseMembers(raws []string, where string) ([]*upstream.Member, error) {
 	return out, errors.Join(errs...)
 }
 
+// splitMembers splits a comma-separated list of upstream URLs. A comma
+// inside a password that was not percent-encoded (%2C) is kept where it
+// is unambiguous: a piece with user information ("pa,ss@host") but no
+// scheme belongs to the piece before it that has a scheme and no user
+// information yet ("http://u:pa"), with every piece between.
+func splitMembers(v string) []string {
+	ps := strings.Split(v, ",")
+	var out []string
+	for i := 0; i < len(ps); i++ {
+		p := ps[i]
+		if k := strings.Index(p, "://"); k >= 0 && !strings.Contains(p[k:], "@") {
+			// Does the user information go on past this comma?
+			for j := i + 1; j < len(ps) && !strings.Contains(ps[j], "://"); j++ {
+				if strings.Contains(ps[j], "@") {
+					p, i = strings.Join(ps[i:j+1], ","), j
+					break
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // defaultPoolFromEnv returns the default pool's members from the first
 // upstream source that is set: --upstream, UPSTREAM_PROXY, PROXY_HOST,
 // then the proxy's own HTTPS_PROXY/https_proxy/HTTP_PROXY/http_proxy.
 // It returns nil when none is set.
 func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
 	if v, ok := l.src.Flags["UPSTREAM_PROXY"]; ok {
-		for _, r := range strings.Split(v, ",") {
+		for _, r := range splitMembers(v) {
 			if strings.Contains(r, "@") {
 				return nil, fmt.Errorf("--upstream %s: credentials on the command line are visible to every process (ps, /proc); set UPSTREAM_PROXY or PROXY_USER/PROXY_PASS in the environment instead", upstream.Redact(r))
 			}
 		}
-		return parseMembers(strings.Split(v, ","), "--upstream")
+		return parseMembers(splitMembers(v), "--upstream")
 	}
 	if v := l.env("UPSTREAM_PROXY"); strings.TrimSpace(v) != "" {
-		return parseMembers(strings.Split(v, ","), "UPSTREAM_PROXY")
+		return parseMembers(splitMembers(v), "UPSTREAM_PROXY")
 	}
 	if host := strings.TrimSpace(l.env("PROXY_HOST")); host != "" {
 		scheme := strings.ToLower(strings.TrimSpace(l.env("PROXY_SCHEME")))

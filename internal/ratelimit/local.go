@@ -164,4 +164,3 @@ func (lo *Local) pruneLocked(max int) {
 		}
 	}
 }
-

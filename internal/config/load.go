@@ -176,7 +176,8 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	user, hasUser := l.src.Env("PROXY_USER")
 	pass, hasPass := l.src.Env("PROXY_PASS")
 	l.credentials(f, p, bad)
-	if p.Credentials.Dir != "" {
+	l.upstreamToken(p, bad)
+	if p.Credentials.Dir != "" || p.Credentials.TokenFile != "" {
 		// The mounted Secret is the pools' shared, rotating credential.
 		hasUser, hasPass = false, false
 	}
@@ -308,6 +309,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	}
 	l.gateway(f, p, bad)
 	l.limits(f, p, bad)
+	l.policy(p, bad)
 
 	// Timeouts, drain, logging.
 	durs := []struct {

@@ -12,6 +12,7 @@ import (
 type Credential struct {
 	User     string
 	Password string
+	token    string // a bearer token (NewBearer) instead of a user and password
 	header   string
 }
 
@@ -21,7 +22,8 @@ func New(user, password string) *Credential {
 		header: "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))}
 }
 
-// AuthHeader is the Proxy-Authorization value ("Basic ...").
+// AuthHeader is the Proxy-Authorization value ("Basic ...", or
+// "Bearer ..." for a token).
 func (c *Credential) AuthHeader() string { return c.header }
 
 // Same reports whether c and o hold the same user and password.
@@ -29,13 +31,16 @@ func (c *Credential) Same(o *Credential) bool {
 	if c == nil || o == nil {
 		return c == o
 	}
-	return c.User == o.User && c.Password == o.Password
+	return c.User == o.User && c.Password == o.Password && c.token == o.token
 }
 
 // String names the user only.
 func (c *Credential) String() string {
 	if c == nil {
 		return "<none>"
+	}
+	if c.token != "" {
+		return "bearer token"
 	}
 	return "user " + c.User
 }

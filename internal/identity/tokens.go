@@ -79,6 +79,9 @@ type Tokens struct {
 	NegativeTTL time.Duration
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
+	// Result, when set, is told each review's result: "ok", "rejected" or
+	// "error".
+	Result func(result string)
 
 	once    sync.Once
 	mu      sync.Mutex
@@ -164,6 +167,16 @@ func (ts *Tokens) Verify(ctx context.Context, token string) (Token, error) {
 
 	tok, until, err := ts.review(ctx, token)
 	<-ts.sem
+	if ts.Result != nil {
+		switch {
+		case err == nil:
+			ts.Result("ok")
+		case errors.Is(err, ErrRejected):
+			ts.Result("rejected")
+		default:
+			ts.Result("error")
+		}
+	}
 	c.tok, c.err = tok, err
 	ts.mu.Lock()
 	delete(ts.flight, token)

@@ -75,6 +75,7 @@ type Compiled struct {
 	Err        error
 	Reason     string
 	Generation int64
+	UID        string
 
 	selector    labels.Selector // nil: every pod of the namespace
 	specificity int             // requirements in the selector
@@ -99,7 +100,7 @@ func (c *Compiled) Limit() ratelimit.Limit { return c.limit }
 // gateway (nil accepts any name). It always returns a Compiled: an invalid
 // policy compiles to one that denies everything (see Compiled.Err).
 func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
-	c := &Compiled{Namespace: p.Namespace, Name: p.Name, Cluster: cluster, Mode: Enforce, Generation: p.Generation, Reason: ReasonValid}
+	c := &Compiled{Namespace: p.Namespace, Name: p.Name, Cluster: cluster, Mode: Enforce, Generation: p.Generation, UID: string(p.UID), Reason: ReasonValid}
 	if cluster {
 		c.Key, c.Namespace = KindClusterEgressPolicy+"/"+p.Name, ""
 	} else {

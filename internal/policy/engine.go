@@ -100,11 +100,17 @@ func (f limiterFunc) Acquire(ctx context.Context, key string, l ratelimit.Limit)
 }
 
 // Set compiles and stores a policy (cluster: a ClusterEgressPolicy),
-// replacing the one of the same name, and returns it compiled.
+// replacing the one of the same name, and returns it compiled. A policy
+// whose generation is the one already held (its status changed, not its
+// spec) changes nothing.
 func (e *Engine) Set(p *EgressPolicy, cluster bool) *Compiled {
 	e.init()
 	c := Compile(p, cluster, e.Pools)
 	e.mu.Lock()
+	if old := e.policies[c.Key]; old != nil && old.UID == c.UID && old.Generation == c.Generation && c.Generation > 0 {
+		e.mu.Unlock()
+		return old
+	}
 	e.policies[c.Key] = c
 	e.rebuild()
 	e.mu.Unlock()

@@ -129,6 +129,11 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	if err != nil {
 		return err
 	}
+	if creds == nil {
+		if creds, err = startUpstreamToken(bg, cfg, st, m, log); err != nil {
+			return err
+		}
+	}
 	opts := Options{
 		Via: cfg.Via,
 		Timeouts: Timeouts{
@@ -143,6 +148,9 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	}
 	if cfg.AccessLog {
 		opts.AccessLog = ro.AccessLog
+	}
+	if opts.Workloads, err = startPolicy(bg, cfg, st, m, log); err != nil {
+		return err
 	}
 	s, err := New(opts, st)
 	if err != nil {

@@ -975,3 +975,69 @@ func waitLogLine(t *testing.T, p *testProxy, path string) map[string]any {
 func directRule(host string) []route.Rule {
 	return []route.Rule{{Match: route.Match{Suffixes: []route.Suffix{{Domain: host, Apex: true}}}, Action: route.Direct, Source: "test"}}
 }
+
+// TestEngineConnectionNamesFraming: a Connection token that names a
+// framing field (issue 11: request smuggling through Connection) changes
+// neither the request egret sends nor the response it passes on. The
+// origin is a real net/http server on a pooled connection: the attacker's
+// body stays a body, and the next client's request is its own.
+func TestEngineConnectionNamesFraming(t *testing.T) {
+	type seen struct{ path, body string }
+	got := make(chan seen, 16)
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.URL.Path, string(b)}
+		if r.URL.Path == "/resp" {
+			// A response that names its own length hop-by-hop, with a
+			// fake second response in its body.
+			w.Header().Set("Connection", "Content-Length")
+			body := "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake"
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			io.WriteString(w, body)
+			return
+		}
+		io.WriteString(w, "answer "+r.URL.Path)
+	})
+	p := startProxy(t, proxyConf{hosts: originHosts})
+	smuggled := "GET /smuggled HTTP/1.1\r\nHost: origin.test\r\n\r\n"
+	for _, conn := range []string{"Content-Length", "keep-alive, content-length", "CONTENT-LENGTH", "Host, Content-Length, Transfer-Encoding"} {
+		t.Run(strings.ReplaceAll(strings.ToLower(conn), ", ", "-"), func(t *testing.T) {
+			a := dialRaw(t, p.Addr)
+			a.send("POST http://origin.test:%s/attack HTTP/1.1\r\nHost: origin.test\r\nConnection: %s\r\nContent-Length: %d\r\n\r\n%s", o.port, conn, len(smuggled), smuggled)
+			resp, body := a.read("POST")
+			if resp.StatusCode != 200 || body != "answer /attack" {
+				t.Fatalf("attacker: %d %q", resp.StatusCode, body)
+			}
+			if s := <-got; s.path != "/attack" || s.body != smuggled {
+				t.Fatalf("origin got %q with body %q, want /attack with the smuggled text as its body", s.path, s.body)
+			}
+			v := dialRaw(t, p.Addr)
+			v.send("GET http://origin.test:%s/victim HTTP/1.1\r\nHost: origin.test\r\nAuthorization: secret\r\n\r\n", o.port)
+			resp, body = v.read("GET")
+			if resp.StatusCode != 200 || body != "answer /victim" {
+				t.Fatalf("victim: %d %q", resp.StatusCode, body)
+			}
+			if s := <-got; s.path != "/victim" {
+				t.Fatalf("origin's next request is %q, want /victim", s.path)
+			}
+		})
+	}
+	t.Run("response", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		c.send("GET http://origin.test:%s/resp HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		resp, body := c.read("GET")
+		if resp.ContentLength < 0 || !strings.HasSuffix(body, "fake") {
+			t.Fatalf("response unframed or cut: length %d, body %q", resp.ContentLength, body)
+		}
+		<-got
+		c.send("GET http://origin.test:%s/next HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		resp, body = c.read("GET")
+		if body != "answer /next" {
+			t.Fatalf("the next answer on the connection is %q, want the origin's own", body)
+		}
+		<-got
+	})
+	if strings.Contains(p.Log.String(), "/smuggled") {
+		t.Errorf("a smuggled request was logged:\n%s", p.Log.String())
+	}
+}

@@ -57,9 +57,11 @@ type exchange struct {
 
 	body    bodyKind
 	cl      int64  // the Content-Length body's size
+	cl0     bool   // send "Content-Length: 0" (a request without a body that said so, or whose method expects one)
 	expect  bool   // the client waits for 100 Continue before its body
 	upgrade string // the protocol the client asks to switch to
 	te      bool   // the client accepts trailers
+	lenBuf  [20]byte
 
 	// started is set once bytes of the body were taken from the client:
 	// the request cannot be sent again. An inline body (small, already
@@ -94,10 +96,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	x := &cc.x
 	*x = exchange{cc: cc, req: req}
 	ev := &x.ev
-	*ev = event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: req.URL.Host, start: time.Now()}
-	if e := s.admitClient(ev); e != nil {
-		return cc.fail(req, ev, e, false)
-	}
+	*ev = event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: scrubHost(req.URL.Host), start: time.Now()}
 	var defPort uint16
 	switch x.scheme = req.URL.Scheme; x.scheme {
 	case "http":
@@ -105,29 +104,16 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	case "https":
 		defPort = 443
 	default:
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + x.scheme + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"}, false)
+		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + proxystatus.Scrub(strconv.Quote(x.scheme)) + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"}, false)
 	}
-	dest, err := route.ParseDest(req.URL.Host, defPort)
-	if err != nil {
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request URL: " + err.Error()}, false)
-	}
-	x.dest = dest
-	ev.dest = dest.String()
 	if s.alog != nil {
-		ev.url = x.scheme + "://" + req.URL.Host + req.URL.EscapedPath() // no query: it may hold tokens
+		ev.url = x.scheme + "://" + scrubHost(req.URL.Host) + req.URL.EscapedPath() // no query: it may hold tokens
 	}
-	if s.loop(req.Header) {
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via}, false)
+	a, e := s.admit(s.ctx, ev, &target{hostport: req.URL.Host, defPort: defPort, via: req.Header["Via"]})
+	if e != nil {
+		return cc.fail(req, ev, e, false)
 	}
-	x.st = s.state.Load()
-	ev.dec, ev.decided = s.Route(s.ctx, x.st, dest), true
-	if ev.dec.Action == route.Deny {
-		return cc.fail(req, ev, denied(dest, ev.dec), false)
-	}
-	x.breaker, err = s.admitDest(dest, false, &ev.release)
-	if err != nil {
-		return cc.fail(req, ev, proxystatus.From(err), false)
-	}
+	x.st, x.dest, x.breaker = a.st, a.dest, a.breaker
 	if e := x.prepare(); e != nil {
 		return cc.fail(req, ev, e, false)
 	}
@@ -166,6 +152,9 @@ func (x *exchange) prepare() *proxystatus.Error {
 		x.body = bodyChunked
 	case req.ContentLength > 0:
 		x.body, x.cl = bodyLength, req.ContentLength
+	default:
+		_, said := h["Content-Length"]
+		x.cl0 = said || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch
 	}
 	if httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") {
 		x.upgrade = h.Get("Upgrade")
@@ -363,7 +352,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 	s := x.cc.s
 	switch {
 	case key.member == nil:
-		c, err := s.dialDirect(s.ctx, x.dest, x.ev.dec.Addrs)
+		c, err := s.dialDirect(s.ctx, x.st, x.dest, x.ev.dec)
 		if err != nil {
 			return nil, err
 		}
@@ -553,11 +542,20 @@ func (x *exchange) writeHeader(bw interface {
 	bw.WriteString("Via: ")
 	bw.WriteString(s.via(req.ProtoMajor, req.ProtoMinor))
 	bw.WriteString("\r\n")
-	if x.body == bodyChunked {
+	// Framing is egret's own: from the body it sends, never from what
+	// header fields survived (removeHopByHop took them out).
+	switch {
+	case x.body == bodyChunked:
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 		if len(req.Trailer) > 0 {
 			writeTrailerNames(bw, req.Trailer)
 		}
+	case x.body == bodyLength:
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(x.lenBuf[:0], x.cl, 10))
+		bw.WriteString("\r\n")
+	case x.cl0:
+		bw.WriteString("Content-Length: 0\r\n")
 	}
 	if x.te {
 		bw.WriteString("Te: trailers\r\n")
@@ -625,6 +623,20 @@ func writeResponseHead(bw *bufio.Writer, resp *http.Response) {
 	bw.WriteString("\r\n")
 	removeHopByHop(resp.Header)
 	resp.Header.Write(bw)
+}
+
+// headerLength is the value of h's Content-Length field (which
+// http.ReadResponse validated), or -1.
+func headerLength(h http.Header) int64 {
+	v := h["Content-Length"]
+	if len(v) == 0 {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // write1xx passes an interim response on to the client.
@@ -869,11 +881,27 @@ func (x *exchange) respond(resp *http.Response) bool {
 			closeAfter = true // HTTP/1.0: the end of the body is the end of the connection
 		}
 	}
+	// The length egret sends is the length of the body it sends (HEAD and
+	// 304 answers describe the representation instead): never a
+	// Content-Length field that survived header edits.
+	length := int64(-1)
+	switch {
+	case chunked:
+	case !bodyless && resp.ContentLength >= 0:
+		length = resp.ContentLength
+	case bodyless && code != http.StatusNoContent:
+		length = headerLength(resp.Header)
+	}
 	bw := cc.bw
 	writeResponseHead(bw, resp)
 	bw.WriteString("Via: ")
 	bw.WriteString(s.via(resp.ProtoMajor, resp.ProtoMinor))
 	bw.WriteString("\r\n")
+	if length >= 0 {
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(x.lenBuf[:0], length, 10))
+		bw.WriteString("\r\n")
+	}
 	if _, ok := resp.Header["Date"]; !ok {
 		// RFC 9110 section 6.6.1: a recipient with a clock adds it.
 		bw.WriteString("Date: ")

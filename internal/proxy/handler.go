@@ -15,7 +15,6 @@ import (
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/relay"
-	"egret.io/egret/internal/route"
 )
 
 // established is the answer to a CONNECT whose tunnel is up.
@@ -26,34 +25,15 @@ const established = "HTTP/1.1 200 Connection established\r\n\r\n"
 // request, as with any error answer.
 func (cc *clientConn) serveConnect(req *http.Request) bool {
 	s := cc.s
-	ev := &event{kind: metrics.KindConnect, client: cc.remote, method: req.Method, dest: req.Host, start: time.Now()}
+	ev := &event{kind: metrics.KindConnect, client: cc.remote, method: req.Method, dest: scrubHost(req.Host), start: time.Now()}
 	refuse := func(e *proxystatus.Error) bool { return cc.fail(req, ev, e, false) }
-	if e := s.admitClient(ev); e != nil {
+	a, e := s.admit(s.ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true})
+	if e != nil {
 		return refuse(e)
 	}
-	dest, err := route.ParseDest(req.Host, 0)
-	if err != nil {
-		return refuse(&proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "CONNECT target: " + err.Error()})
-	}
-	ev.dest = dest.String()
-	if s.loop(req.Header) {
-		return refuse(&proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via})
-	}
-	st := s.state.Load()
-	ev.dec, ev.decided = s.Route(s.ctx, st, dest), true
-	if ev.dec.Action == route.Deny {
-		return refuse(denied(dest, ev.dec))
-	}
-	sc, err := s.Dial(s.ctx, st, dest, ev.dec)
+	sc, err := s.open(s.ctx, ev, a)
 	if err != nil {
 		return refuse(proxystatus.From(err))
-	}
-	ev.connect = sc.Connect
-	if sc.Member != nil {
-		ev.member = sc.Member.Name
-	}
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
 	}
 	ev.status = http.StatusOK
 	// Register the tunnel before the client can see the 200, so a drain
@@ -109,17 +89,6 @@ func buffered(br *bufio.Reader) []byte {
 	return p
 }
 
-// loop reports whether a request with header h already passed through
-// this proxy.
-func (s *Server) loop(h http.Header) bool {
-	for _, v := range h["Via"] {
-		if viaHas(v, s.opts.Via) {
-			return true
-		}
-	}
-	return false
-}
-
 // viaHas reports whether a Via field value lists received-by name.
 // Each element is "protocol received-by [comment]".
 func viaHas(v, name string) bool {
@@ -162,8 +131,19 @@ func isHopByHop(k string) bool {
 	return false
 }
 
-// removeHopByHop deletes the hop-by-hop fields of h: the fixed ones and
-// those the Connection field names.
+// isFraming reports whether a (canonical) field name frames or routes a
+// message. egret writes these itself on every hop, from the message it
+// forwards — Host from the request target, Content-Length and
+// Transfer-Encoding from the body it sends — so no header edit, such as a
+// Connection token naming one of them, can change how the next hop reads
+// the message (RFC 9112 section 6.3; request smuggling).
+func isFraming(k string) bool {
+	return k == "Content-Length" || k == "Transfer-Encoding" || k == "Host"
+}
+
+// removeHopByHop deletes the hop-by-hop fields of h (the fixed ones and
+// those the Connection field names) and the framing fields, which the
+// writer of the next hop's message adds itself (see isFraming).
 func removeHopByHop(h http.Header) {
 	for _, v := range h["Connection"] {
 		for v != "" {
@@ -179,7 +159,7 @@ func removeHopByHop(h http.Header) {
 		}
 	}
 	for k := range h {
-		if isHopByHop(k) {
+		if isHopByHop(k) || isFraming(k) {
 			delete(h, k)
 		}
 	}

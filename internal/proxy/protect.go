@@ -52,42 +52,6 @@ func (r *releases) run() {
 	}
 }
 
-// admitClient applies the client allow-list and the per-client limit to
-// the request or tunnel of ev (whose client is "ip:port"). A refusal is
-// returned as the error to answer with; the client's slot is released when
-// ev finishes.
-func (s *Server) admitClient(ev *event) *proxystatus.Error {
-	p := &s.opts.Protection
-	if len(p.ClientCIDRs) == 0 && p.Clients == nil {
-		return nil
-	}
-	ap, err := netip.ParseAddrPort(ev.client)
-	ip := ap.Addr().Unmap()
-	if len(p.ClientCIDRs) > 0 {
-		allowed := false
-		if err == nil {
-			for _, c := range p.ClientCIDRs {
-				if c.Contains(ip) {
-					allowed = true
-					break
-				}
-			}
-		}
-		if !allowed {
-			s.countPolicy("client")
-			return &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: fmt.Sprintf("client %s is not on this proxy's client allow-list", ev.client)}
-		}
-	}
-	if p.Clients != nil && err == nil {
-		rel, lerr := p.Clients.Acquire(ip.String())
-		if lerr != nil {
-			return s.limitErr(lerr)
-		}
-		ev.release.add(rel)
-	}
-	return nil
-}
-
 // admitDest applies the breaker and the destination limits before
 // connecting to dest; tunnel also takes a slot of the tunnel limit. The
 // slots are added to rel. It reports whether the breaker was consulted

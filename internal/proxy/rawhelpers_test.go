@@ -37,6 +37,12 @@ type rawProxy struct {
 
 func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 	t.Helper()
+	return startRawWith(t, pc, nil)
+}
+
+// startRawWith is startRaw with a hook that edits the Options.
+func startRawWith(t *testing.T, pc proxyConf, edit func(*Options)) *rawProxy {
+	t.Helper()
 	rp := &rawProxy{}
 	var d net.Dialer
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -49,7 +55,12 @@ func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 		}
 		return d.DialContext(ctx, network, addr)
 	}
-	rp.testProxy = startProxyWith(t, pc, func(o *Options) { o.DialContext = dial })
+	rp.testProxy = startProxyWith(t, pc, func(o *Options) {
+		if edit != nil {
+			edit(o)
+		}
+		o.DialContext = dial
+	})
 	return rp
 }
 

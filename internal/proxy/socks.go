@@ -11,8 +11,8 @@ import (
 
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
-	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/socks5"
+	"strconv"
 )
 
 // SOCKSOptions configure ServeSOCKS.
@@ -54,33 +54,21 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 		s.failRaw(ctx, ev, e, status)
 		return
 	}
-	ev.dest = req.Dest.String()
-	var dest route.Dest
-	if req.Dest.Name != "" {
-		dest, err = route.NewDest(req.Dest.Name, req.Dest.Port)
-	} else {
-		dest, err = route.NewDest(req.Dest.IP.String(), req.Dest.Port)
+	ev.dest = scrubHost(req.Dest.String())
+	host := req.Dest.Name
+	if host == "" {
+		host = req.Dest.IP.String()
 	}
-	if err != nil {
-		s.refuseSOCKS(ctx, ev, c, socks5.GeneralFailure, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "SOCKS5 destination: " + err.Error()})
+	a, e := s.admit(ctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true})
+	if e != nil {
+		s.refuseSOCKS(ctx, ev, c, socksReplyFor(e, e), e)
 		return
 	}
-	ev.dest = dest.String()
-	st := s.state.Load()
-	ev.dec, ev.decided = s.Route(ctx, st, dest), true
-	if ev.dec.Action == route.Deny {
-		s.refuseSOCKS(ctx, ev, c, socks5.NotAllowed, denied(dest, ev.dec))
-		return
-	}
-	sc, err := s.Dial(ctx, st, dest, ev.dec)
+	sc, err := s.open(ctx, ev, a)
 	if err != nil {
 		e := proxystatus.From(err)
 		s.refuseSOCKS(ctx, ev, c, socksReplyFor(err, e), e)
 		return
-	}
-	ev.connect = sc.Connect
-	if sc.Member != nil {
-		ev.member = sc.Member.Name
 	}
 	bound, _ := addrPort(sc.Conn.LocalAddr())
 	if err := socks5.Reply(c, socks5.Succeeded, bound); err != nil {
@@ -90,9 +78,6 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
-	}
 	ev.status = http.StatusOK
 	s.relay(ev, c, nil, sc)
 }
@@ -151,8 +136,10 @@ func socksReplyFor(err error, e *proxystatus.Error) socks5.ReplyCode {
 		return socks5.ConnectionRefused
 	case proxystatus.DNSTimeout, proxystatus.ConnectionTimeout:
 		return socks5.TTLExpired
-	case proxystatus.HTTPRequestDenied, proxystatus.DestinationIPProhibit:
+	case proxystatus.HTTPRequestDenied, proxystatus.DestinationIPProhibit, proxystatus.ProxyLoopDetected:
 		return socks5.NotAllowed
+	case proxystatus.ConnectionLimitReached:
+		return socks5.GeneralFailure
 	}
 	return socks5.GeneralFailure
 }

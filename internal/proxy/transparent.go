@@ -80,11 +80,16 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *Transparen
 	}
 	orig = netip.AddrPortFrom(orig.Addr().Unmap(), orig.Port())
 	ev.origDst, ev.dest, ev.sniffed = orig.String(), orig.String(), sniff.Unknown.String()
-	if s.raw.isSelf(orig) {
+	// The client and the loop are checked before sniffing: a refused
+	// client gets no time, and a connection to egret itself may be one of
+	// its own, waiting for the other side to speak first.
+	if e := s.admitClient(ev); e != nil {
 		c.Close()
-		s.log.Warn("transparent: refused a connection to egret itself (loop guard)", "client", ev.client, logOrigDst, ev.origDst)
-		e := &proxystatus.Error{Type: proxystatus.ProxyLoopDetected,
-			Detail: orig.String() + " is egret's own listener: the connection was not redirected, or was redirected back to egret"}
+		s.failRaw(ctx, ev, e, e.Code())
+		return
+	}
+	if e := s.selfLoop(ev, orig); e != nil {
+		c.Close()
 		s.failRaw(ctx, ev, e, e.Code())
 		return
 	}
@@ -100,24 +105,15 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *Transparen
 		return
 	}
 
-	st := s.state.Load()
-	dest, dial, dec := s.routeTransparent(ctx, st, orig, res)
-	ev.dest, ev.dec, ev.decided = dest.String(), dec, true
-	if dec.Action == route.Deny {
-		s.refuseTransparent(ctx, ev, c, res.Proto, denied(dest, dec))
+	a, e := s.admit(ctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	if e != nil {
+		s.refuseTransparent(ctx, ev, c, res.Proto, e)
 		return
 	}
-	sc, err := s.Dial(ctx, st, dial, dec)
+	sc, err := s.open(ctx, ev, a)
 	if err != nil {
 		s.refuseTransparent(ctx, ev, c, res.Proto, proxystatus.From(err))
 		return
-	}
-	ev.connect = sc.Connect
-	if sc.Member != nil {
-		ev.member = sc.Member.Name
-	}
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, dec.Action.String()).Observe(time.Since(ev.start).Seconds())
 	}
 	ev.status = 200
 	s.relay(ev, c, res.Peeked, sc)

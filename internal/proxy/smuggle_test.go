@@ -478,28 +478,40 @@ func checkReceived(t *testing.T, w *wirePeer, h hop, host string, want []wantReq
 }
 
 // Connection fields that name framing and routing fields, as an attacker
-// writes them. gone are the fields named that must not reach the next hop.
+// writes them. gone are the fields named that must not reach the next hop;
+// host, when set, is the attacker's Host field (the request target's
+// otherwise).
 type connVariant struct {
 	name, lines string
 	gone        []string
+	host        string
+}
+
+// hostField is the Host field v's request carries to target.
+func (v connVariant) hostField(target string) string {
+	if v.host != "" {
+		return "Host: " + v.host + "\r\n"
+	}
+	return "Host: " + target + "\r\n"
 }
 
 var requestConnVariants = []connVariant{
-	{"content-length", "Connection: Content-Length\r\n", nil},
-	{"keep-alive-content-length", "Connection: keep-alive, Content-Length\r\n", nil},
-	{"upper-case", "Connection: CONTENT-LENGTH\r\n", nil},
-	{"spaces", "Connection:    content-length  ,\r\n", nil},
-	{"two-lines", "Connection: keep-alive\r\nConnection: Content-Length\r\n", nil},
-	{"with-end-to-end-field", "Connection: Content-Length, X-Hop\r\nX-Hop: dropped\r\n", []string{"X-Hop"}},
-	{"transfer-encoding", "Connection: Transfer-Encoding\r\n", nil},
-	{"host", "Connection: Host\r\n", nil},
-	{"te", "Connection: TE, Content-Length\r\nTE: trailers\r\n", nil},
-	{"trailer", "Connection: Trailer\r\nTrailer: X-T\r\n", nil},
-	{"upgrade", "Connection: Upgrade, Content-Length\r\nUpgrade: websocket\r\n", []string{"Upgrade"}},
-	{"keep-alive-field", "Connection: Keep-Alive, Content-Length\r\nKeep-Alive: timeout=5\r\n", []string{"Keep-Alive"}},
-	{"proxy-authorization", "Connection: Proxy-Authorization, Content-Length\r\n", nil},
+	{"content-length", "Connection: Content-Length\r\n", nil, ""},
+	{"keep-alive-content-length", "Connection: keep-alive, Content-Length\r\n", nil, ""},
+	{"upper-case", "Connection: CONTENT-LENGTH\r\n", nil, ""},
+	{"spaces", "Connection:    content-length  ,\r\n", nil, ""},
+	{"two-lines", "Connection: keep-alive\r\nConnection: Content-Length\r\n", nil, ""},
+	{"with-end-to-end-field", "Connection: Content-Length, X-Hop\r\nX-Hop: dropped\r\n", []string{"X-Hop"}, ""},
+	{"transfer-encoding", "Connection: Transfer-Encoding\r\n", nil, ""},
+	{"host", "Connection: Host\r\n", nil, ""},
+	{"host-elsewhere", "Connection: Host, Content-Length\r\n", nil, "forbidden.test"},
+	{"te", "Connection: TE, Content-Length\r\nTE: trailers\r\n", nil, ""},
+	{"trailer", "Connection: Trailer\r\nTrailer: X-T\r\n", nil, ""},
+	{"upgrade", "Connection: Upgrade, Content-Length\r\nUpgrade: websocket\r\n", []string{"Upgrade"}, ""},
+	{"keep-alive-field", "Connection: Keep-Alive, Content-Length\r\nKeep-Alive: timeout=5\r\n", []string{"Keep-Alive"}, ""},
+	{"proxy-authorization", "Connection: Proxy-Authorization, Content-Length\r\n", nil, ""},
 	{"everything", "Connection: Content-Length, Transfer-Encoding, Host, TE, Trailer, Upgrade, Keep-Alive, Proxy-Authorization, Proxy-Connection, X-Hop\r\nKeep-Alive: 1\r\nX-Hop: dropped\r\n",
-		[]string{"Keep-Alive", "X-Hop", "Proxy-Connection"}},
+		[]string{"Keep-Alive", "X-Hop", "Proxy-Connection"}, ""},
 }
 
 // smuggledPayload is a request body that is itself a request to host:
@@ -568,7 +580,7 @@ func TestSmuggleRequestConnection(t *testing.T) {
 							payload := smuggledPayload(kind, host)
 							fh, fb := framed(framing, payload)
 							attacker := dialWire(t, p.Addr)
-							attacker.send("POST http://" + host + "/a HTTP/1.1\r\nHost: " + host + "\r\n" + v.lines +
+							attacker.send("POST http://" + host + "/a HTTP/1.1\r\n" + v.hostField(host) + v.lines +
 								"Proxy-Authorization: " + attackerAuth + "\r\n" + fh + "\r\n" + fb)
 							resp, head, body := attacker.read("POST")
 							wantAnswer(t, "the attacker", resp, body, "POST", "/a")

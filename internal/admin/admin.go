@@ -2,12 +2,18 @@ package admin
 
 import (
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -119,17 +125,37 @@ type Options struct {
 	Status func() Status
 	// PProf serves net/http/pprof under /debug/pprof/.
 	PProf bool
+	// Token returns the bearer token that opens the status page,
+	// status.json and pprof to peers that are not on loopback; "" means
+	// there is none, and only loopback peers (kubectl port-forward) see
+	// them. nil is the same as "". An error fails closed: only loopback.
+	// /healthz, /readyz and /metrics are open to whoever reaches the
+	// listener (the kubelet, Prometheus).
+	Token func() (string, error)
 }
 
 // Handler returns the admin HTTP handler.
 func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
+	private := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if !o.allowed(r) {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.Header().Set("Cache-Control", "no-store")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="egret admin"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprintln(w, "egret admin: the status page, status.json and pprof are served to loopback peers (kubectl port-forward) or with \"Authorization: Bearer <token>\" (the token file is EGRET_ADMIN_TOKEN_FILE)")
+				return
+			}
+			h(w, r)
+		}
+	}
 	if o.PProf {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/", private(pprof.Index))
+		mux.HandleFunc("/debug/pprof/cmdline", private(pprof.Cmdline))
+		mux.HandleFunc("/debug/pprof/profile", private(pprof.Profile))
+		mux.HandleFunc("/debug/pprof/symbol", private(pprof.Symbol))
+		mux.HandleFunc("/debug/pprof/trace", private(pprof.Trace))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -152,14 +178,14 @@ func Handler(o Options) http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics.Registry, promhttp.HandlerOpts{}))
 	}
 	if o.Status != nil {
-		mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
+		mux.HandleFunc("GET /status.json", private(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
 			enc.Encode(o.Status())
-		})
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		}))
+		mux.HandleFunc("GET /{$}", private(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.Header().Set("Cache-Control", "no-store")
 			// No external asset can load: everything is inline, the one
@@ -169,9 +195,47 @@ func Handler(o Options) http.Handler {
 			if err := page.Execute(w, view{Status: o.Status(), Script: template.JS(script)}); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 			}
-		})
+		}))
 	}
 	return mux
+}
+
+// allowed reports whether r may see the status page: its peer is on
+// loopback, or it carries the bearer token.
+func (o *Options) allowed(r *http.Request) bool {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && ap.Addr().Unmap().IsLoopback() {
+		return true
+	}
+	if o.Token == nil {
+		return false
+	}
+	tok, err := o.Token()
+	if err != nil || tok == "" {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(tok)) == 1
+}
+
+// TokenFile returns an Options.Token that reads the token from path on
+// each use (a mounted Secret that rotates is followed at once). A file
+// that does not exist means no token; one that cannot be read, or is
+// empty, fails closed.
+func TokenFile(path string) func() (string, error) {
+	return func() (string, error) {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", errors.New("admin token file " + path + " is empty")
+		}
+		return tok, nil
+	}
 }
 
 type view struct {

@@ -136,6 +136,7 @@ func TestSameVerdictOnEveryListener(t *testing.T) {
 		pc      proxyConf
 		prot    func() Protection
 		hold    bool // hold one tunnel open from the same client first
+		idle    bool // hold one idle connection open from the same client first
 		dest    string
 		addr    string
 		wantErr string // "" = through
@@ -146,6 +147,9 @@ func TestSameVerdictOnEveryListener(t *testing.T) {
 			dest: "partner.test", addr: at("127.0.0.1"), wantErr: "http_request_denied"},
 		{name: "client-limit", prot: func() Protection { return Protection{Clients: &limit.Clients{MaxConcurrent: 1}} }, hold: true,
 			dest: "partner.test", addr: at("127.0.0.1"), wantErr: "connection_limit_reached"},
+		{name: "client-connection-limit", prot: func() Protection {
+			return Protection{ClientConns: &limit.Clients{MaxConcurrent: 1, Kind: limit.KindClientConns}}
+		}, idle: true, dest: "partner.test", addr: at("127.0.0.1"), wantErr: "connection_limit_reached"},
 		{name: "deny-rule", pc: proxyConf{rules: []route.Rule{{Match: route.Match{Hosts: []string{"denied.test"}}, Action: route.Deny, Source: "test deny"}}},
 			dest: "denied.test", addr: at("127.0.0.1"), wantErr: "http_request_denied", want: map[string]string{"route": "deny"}},
 		{name: "report-only-rule", pc: proxyConf{rules: []route.Rule{{Match: route.Match{Hosts: []string{"report.test"}}, Action: route.Deny, Report: true, Source: "test report"}}},
@@ -171,6 +175,10 @@ func TestSameVerdictOnEveryListener(t *testing.T) {
 					t.Fatalf("the tunnel to hold: %v %v", resp, err)
 				}
 			}
+			if tc.idle {
+				dialRaw(t, l.Addr)
+				waitFor(t, func() bool { return prot.ClientConns.InFlight("127.0.0.1") == 1 })
+			}
 			for _, lc := range everyListener {
 				t.Run(lc.name, func(t *testing.T) {
 					off := len(l.Log.String())
@@ -178,7 +186,11 @@ func TestSameVerdictOnEveryListener(t *testing.T) {
 					if got != (tc.wantErr == "") {
 						t.Errorf("through = %v, want %v", got, tc.wantErr == "")
 					}
-					line := l.lastLine(t, off, lc.name)
+					kind := lc.name
+					if tc.idle && kind == "connect" {
+						kind = "http" // refused as it connected, before its request
+					}
+					line := l.lastLine(t, off, kind)
 					want := map[string]string{"error": tc.wantErr}
 					for k, v := range tc.want {
 						want[k] = v

@@ -189,8 +189,8 @@ func (s *Server) dialable(st *State, dest route.Dest, dec route.Decision, addrs 
 		switch {
 		case s.raw.isSelf(netip.AddrPortFrom(a.WithZone("").Unmap(), dest.Port)):
 			e = s.loopSelf(dest)
-		case g != nil && !containsAddr(exempt, a.Unmap()):
-			e = s.guard(dest, a)
+		case g != nil:
+			e = s.guard(dest, a, exempt)
 		}
 		if e == nil {
 			if len(ok) == 0 && i == len(addrs)-1 {

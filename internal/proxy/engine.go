@@ -136,8 +136,12 @@ type clientConn struct {
 	// handedOff is set when the connection became a tunnel: it is no
 	// longer this goroutine's to close.
 	handedOff bool
-	x         exchange // the forwarded request in progress (reused)
-	meters    meters   // the metrics its requests counted last
+	// slot is the client's connection slot (limit.Clients), released when
+	// the connection closes; nil without a limit.
+	slot   func()
+	peek   func() error // cc.peekByte, made once
+	x      exchange     // the forwarded request in progress (reused)
+	meters meters       // the metrics its requests counted last
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
@@ -145,8 +149,8 @@ type clientConn struct {
 func (s *Server) Serve(ln net.Listener) error {
 	s.startConnSweeper()
 	s.origins.startSweeper(s.stop)
-	return s.accept(ln, func(c net.Conn) {
-		cc := &clientConn{s: s, c: c}
+	return s.accept(ln, metrics.KindHTTP, func(c net.Conn, slot func()) {
+		cc := &clientConn{s: s, c: c, slot: slot}
 		cc.since.Store(time.Now().UnixNano())
 		if !s.trackConn(cc) {
 			c.Close()
@@ -290,12 +294,27 @@ func (s *Server) closeConns() {
 	}
 }
 
+// peek waits for the client's next byte without taking it (clientWatch).
+func (cc *clientConn) peekByte() error {
+	_, err := cc.br.Peek(1)
+	return err
+}
+
+// handOff gives the connection to the tunnel of ev: the tunnel closes it
+// and, when it ends, releases the client's connection slot.
+func (cc *clientConn) handOff(ev *event) {
+	cc.handedOff = true
+	ev.release.add(cc.slot)
+	cc.slot = nil
+}
+
 // serve reads and answers requests until the connection ends or becomes a
 // tunnel.
 func (cc *clientConn) serve() {
 	s := cc.s
 	cc.remote = cc.c.RemoteAddr().String()
 	cc.lr.c = cc.c
+	cc.peek = cc.peekByte
 	cc.br = getReader(&cc.lr)
 	cc.bw = getWriter(cc.c)
 	defer func() {
@@ -305,6 +324,9 @@ func (cc *clientConn) serve() {
 		}
 		if !cc.handedOff {
 			cc.c.Close()
+			if cc.slot != nil {
+				cc.slot()
+			}
 		}
 		cc.state.Store(connDone)
 		s.untrackConn(cc)

@@ -1041,3 +1041,40 @@ func TestEngineConnectionNamesFraming(t *testing.T) {
 		t.Errorf("a smuggled request was logged:\n%s", p.Log.String())
 	}
 }
+
+// TestEngineStalledClients: a client that stops sending its body, or stops
+// reading a long answer, is cut off after the client idle timeout; what
+// it held (the origin connection, the goroutines) is let go (issue 11).
+func TestEngineStalledClients(t *testing.T) {
+	big := strings.Repeat("x", 32<<20)
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			io.WriteString(w, big)
+			return
+		}
+		io.ReadAll(r.Body)
+	})
+	p := startProxy(t, proxyConf{hosts: originHosts, timeouts: Timeouts{ClientIdle: 300 * time.Millisecond}})
+	t.Run("body", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		start := time.Now()
+		c.send("POST http://origin.test:%s/upload HTTP/1.1\r\nHost: origin.test\r\nContent-Length: 100000\r\n\r\n%s", o.port, strings.Repeat("y", 40000))
+		resp, body := c.read("POST")
+		wantProxyStatus(t, resp, body, http.StatusRequestTimeout, "http_request_error")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the stalled body was cut after %v", d)
+		}
+		if !c.closed() {
+			t.Error("the connection stayed open")
+		}
+	})
+	t.Run("response", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		c.send("GET http://origin.test:%s/big HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		// Read nothing: the answer fills the socket buffers and stops.
+		waitFor(t, func() bool { return strings.Contains(p.Log.String(), `"url":"http://origin.test:`+o.port+`/big"`) })
+		if !strings.Contains(p.Log.String(), "client went away") {
+			t.Errorf("the stalled reader was not cut off:\n%s", p.Log.String())
+		}
+	})
+}

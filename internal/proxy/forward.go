@@ -48,6 +48,7 @@ const (
 // send it, and the response streamed back. A client connection reuses one.
 type exchange struct {
 	cc         *clientConn
+	ctx        context.Context // the request's: cancelled when its client leaves while it waits
 	req        *http.Request
 	ev         event
 	st         *State
@@ -72,9 +73,16 @@ type exchange struct {
 	continued bool // 100 Continue was sent to the client
 	copier    *bodyCopier
 
-	oc      *originConn
-	gotByte bool   // the current attempt received bytes of a response
-	release func() // the member's request count
+	cred *credentials.Credential // for a tunnel through the member being tried
+	// waiting is the origin connection whose response header is awaited,
+	// for interruptOrigin.
+	waiting atomic.Pointer[originConn]
+	// writeDeadline is set once copyResponse put a write deadline on the
+	// client connection; respond clears it.
+	writeDeadline bool
+	oc            *originConn
+	gotByte       bool   // the current attempt received bytes of a response
+	release       func() // the member's request count
 	// breaker is set while the destination's breaker awaits the outcome:
 	// it is told before the client is answered, so the client's next
 	// request already meets the breaker's new state.
@@ -117,7 +125,23 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if e := x.prepare(); e != nil {
 		return cc.fail(req, ev, e, false)
 	}
+	// While a request without a body waits on the far side, its client is
+	// watched: one that leaves cancels the wait. (A body's copy reads the
+	// client itself.)
+	x.ctx = s.ctx
+	var stop func() ([]byte, bool)
+	if x.body == bodyNone {
+		x.ctx, stop = watchClient(s.ctx, cc.c, cc.peek, cc.interruptOrigin)
+	}
 	resp, err := x.roundTrip()
+	if stop != nil {
+		if _, gone := stop(); gone {
+			// Nobody waits for the answer; the origin connection may
+			// hold an interrupted read.
+			resp, err = nil, clientGone(errClientLeft)
+			x.dropOrigin()
+		}
+	}
 	var keep bool
 	var destErr error
 	if err != nil {
@@ -200,83 +224,79 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	if p == nil {
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", x.ev.dec.Pool)}
 	}
-	var buf [8]*upstream.Member
-	now := time.Now()
-	cands := p.AppendCandidates(buf[:0], x.dest.Host, now)
-	if len(cands) == 0 {
-		m := p.LastResort(now)
-		if m == nil {
-			err := p.Unavailable()
-			s.countUpstreamErr(p.Name, err)
-			return nil, err
-		}
-		cands = append(cands, m)
-	}
-	var last error
-	for i, m := range cands {
-		more := i < len(cands)-1
+	// Another member, or the previous credential, may be tried while the
+	// body can still be sent again and the request certainly did not
+	// reach the origin, or may reach it twice.
+	again := func(err error) bool { return !x.started && (x.idempotent || notSent(err)) }
+	var resp *http.Response
+	_, err := p.Do(x.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *credentials.Credential, more bool) (int, error) {
 		x.ev.member = m.Name
 		start := time.Now()
-		resp, err := x.tryMember(p, m, more && x.idempotent)
+		r, code, err := x.tryMember(p, m, cred, more && x.idempotent)
 		if err == nil {
-			x.ev.connect = time.Since(start)
-			return resp, nil
+			x.ev.connect, resp = time.Since(start), r
 		}
-		last = err
-		retry := p.Failed(m, err)
-		if !retry || !more || x.started || !(x.idempotent || notSent(err)) {
-			break
+		return code, err
+	})
+	if err != nil {
+		if pe := proxystatus.From(err); pe.Type == proxystatus.PoolUnavailable {
+			s.countUpstreamErr(p.Name, err)
 		}
+		return nil, err
 	}
-	return nil, last
+	return resp, nil
 }
 
-// tryMember sends the request through m. Through an http(s) member a
-// plain-HTTP request goes in absolute form with the member's credential; a
-// 407 to the current credential is tried again with the previous one while
-// a rotation is pending. An https:// request, and any request through a
-// socks5 member, goes through a tunnel to the origin (Pool.TryMember makes
-// it, and reports the member's health itself). A refusal the member wrote
-// itself (403 or 5xx with Squid's X-Squid-Error) is turned into an error
-// when failover may follow (mayRetry), and otherwise passed on to the
-// client as it is.
-func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, mayRetry bool) (*http.Response, error) {
+// tryMember sends the request through m with cred, once (Pool.Do owns
+// the failover and the credential fallback). Through an http(s) member a
+// plain-HTTP request goes in absolute form with cred in
+// Proxy-Authorization; an https:// request, and any request through a
+// socks5 member, goes through a tunnel to the origin opened with cred. It
+// returns the member's status code (0 when it did not answer). A 407 is an
+// error; so is a refusal the member wrote itself (403 or 5xx with Squid's
+// X-Squid-Error) when failover may follow (mayRetry), which otherwise goes
+// to the client as it is. A member that took the request and sent no
+// response header in time is a *upstream.Silence.
+func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *credentials.Credential, mayRetry bool) (*http.Response, int, error) {
 	release := m.Acquire()
+	var resp *http.Response
+	var err error
 	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 {
-		resp, err := x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
-		if err != nil {
-			release()
-			return nil, originErr(err, m)
-		}
-		x.release = release
-		return resp, nil
-	}
-	cred := m.Credential()
-	resp, err := x.memberRoundTrip(p, m, authOf(cred))
-	if code := refusalCode(err); code == http.StatusProxyAuthRequired && m.Credentials() != nil && !x.started {
-		if fb := m.Credentials().Fallback(); fb != nil {
-			resp, err = x.memberRoundTrip(p, m, fb.AuthHeader())
-			if err == nil {
-				cred = nil // confirm nothing: the new credential was refused
-				if ev := p.Events; ev != nil && ev.Fallback != nil {
-					ev.Fallback(p.Name, m)
-				}
-			}
+		x.cred = cred
+		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
+	} else {
+		resp, err = x.attempt(originKey{member: m}, p, authOf(cred))
+		if err == nil && resp.StatusCode == http.StatusProxyAuthRequired {
+			err, resp = upstream.RefusalError(m.Name, resp), nil
+			x.dropOrigin()
 		}
 	}
 	if err != nil {
 		release()
-		return nil, err
+		err = originErr(err, m)
+		if pe := proxystatus.From(err); pe.Type == proxystatus.ConnectionReadTimeout && !x.gotByte && refusalCode(err) == 0 {
+			out := *pe
+			out.Upstream = m.Name
+			err = &upstream.Silence{Err: &out}
+		}
+		return nil, refusalCode(err), err
 	}
 	if mayRetry && !x.started && memberWrote(resp) {
 		rerr := upstream.RefusalError(m.Name, resp)
 		x.dropOrigin()
 		release()
-		return nil, rerr
+		return nil, resp.StatusCode, rerr
 	}
-	p.Succeeded(m, cred)
 	x.release = release
-	return resp, nil
+	return resp, resp.StatusCode, nil
+}
+
+// interruptOrigin ends the wait for a response header of the client's
+// request (its client left).
+func (cc *clientConn) interruptOrigin() {
+	if oc := cc.x.waiting.Load(); oc != nil {
+		oc.conn.SetReadDeadline(aLongTimeAgo)
+	}
 }
 
 // authOf is the Proxy-Authorization value for c, "" for none.
@@ -285,28 +305,6 @@ func authOf(c *credentials.Credential) string {
 		return ""
 	}
 	return c.AuthHeader()
-}
-
-// memberRoundTrip makes one attempt through an http(s) member and reports
-// it to the pool's events; a 407 is returned as an error.
-func (x *exchange) memberRoundTrip(p *upstream.Pool, m *upstream.Member, auth string) (*http.Response, error) {
-	resp, err := x.attempt(originKey{member: m}, p, auth)
-	code := 0
-	if err == nil {
-		code = resp.StatusCode
-		if code == http.StatusProxyAuthRequired {
-			err = upstream.RefusalError(m.Name, resp)
-			resp = nil
-			x.dropOrigin()
-		}
-	} else {
-		err = originErr(err, m)
-		code = refusalCode(err)
-	}
-	if ev := p.Events; ev != nil && ev.Attempt != nil {
-		ev.Attempt(p.Name, m, code, err)
-	}
-	return resp, err
 }
 
 // attempt sends the request on a pooled connection for key, or a new one.
@@ -336,7 +334,9 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 		if isClientGone(err) {
 			return nil, err
 		}
-		if oc.reused && !x.gotByte && !x.started && try == 0 && (x.idempotent || errors.As(err, &we)) {
+		// A reused connection the other side had closed fails at once; a
+		// timeout is no such thing, and is not waited out twice.
+		if oc.reused && !x.gotByte && !x.started && try == 0 && (x.idempotent || errors.As(err, &we)) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
 		if errors.As(err, &we) {
@@ -352,7 +352,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 	s := x.cc.s
 	switch {
 	case key.member == nil:
-		c, err := s.dialDirect(s.ctx, x.st, x.dest, x.ev.dec)
+		c, err := s.dialDirect(x.ctx, x.st, x.dest, x.ev.dec)
 		if err != nil {
 			return nil, err
 		}
@@ -362,7 +362,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 		if timeout <= 0 {
 			timeout = upstream.DefaultConnectTimeout
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		ctx, cancel := context.WithTimeout(x.ctx, timeout)
 		defer cancel()
 		c, err := p.DialMember(ctx, key.member)
 		if err != nil {
@@ -370,7 +370,7 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 		}
 		return newOriginConn(c, rawConn(c), key, gen), nil
 	}
-	t, err := p.TryMember(s.ctx, key.member, key.addr)
+	t, _, err := p.OpenTunnel(x.ctx, key.member, key.addr, x.cred)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +395,7 @@ func (x *exchange) originTLS(c, raw net.Conn, key originKey, gen uint64) (*origi
 		cfg.ServerName = x.dest.Host
 	}
 	tc := tls.Client(c, cfg)
-	ctx, cancel := context.WithTimeout(s.ctx, tlsHandshakeTimeout)
+	ctx, cancel := context.WithTimeout(x.ctx, tlsHandshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
@@ -451,7 +451,7 @@ func (x *exchange) send(oc *originConn, absolute bool, auth string) (*http.Respo
 	if x.body != bodyNone && !x.inline && !wait {
 		x.startCopier()
 	}
-	hdrTimeout := cc.s.opts.Timeouts.ResponseHeader
+	hdrTimeout := positive(cc.s.opts.Timeouts.ResponseHeader)
 	for n1xx := 0; ; {
 		if wait {
 			oc.conn.SetReadDeadline(time.Now().Add(expectContinueTimeout))
@@ -472,15 +472,26 @@ func (x *exchange) send(oc *originConn, absolute bool, auth string) (*http.Respo
 				return nil, err
 			}
 		}
+		// The client's watch (its cancel comes first) interrupts the
+		// read below through x.waiting.
+		x.waiting.Store(oc)
 		if hdrTimeout > 0 {
 			oc.conn.SetReadDeadline(time.Now().Add(hdrTimeout))
+		}
+		if x.ctx.Err() != nil {
+			x.waiting.Store(nil)
+			return nil, clientGone(errClientLeft)
 		}
 		oc.lr.limit(maxResponseHeaderBytes)
 		resp, err := http.ReadResponse(oc.br, x.req)
 		oc.lr.unlimit()
+		x.waiting.Store(nil)
 		x.gotByte = oc.lr.n > start
 		if hdrTimeout > 0 {
 			oc.conn.SetReadDeadline(time.Time{})
+		}
+		if err != nil && x.ctx.Err() != nil {
+			return nil, clientGone(errClientLeft)
 		}
 		if err != nil {
 			switch {
@@ -712,9 +723,27 @@ func (x *exchange) copyBody(bc *bodyCopier) {
 	buf := *bufp
 	var cw io.WriteCloser
 	remain := x.cl
+	// A client that stalls in its body is cut off after the idle timeout:
+	// each read that waits on the socket has its own deadline (set before
+	// the abort flag is checked, so endCopier's interruption is not lost).
+	idle := positive(x.cc.s.opts.Timeouts.ClientIdle)
+	stalls := false
+	defer func() {
+		if stalls && bc.rerr == nil {
+			x.cc.c.SetReadDeadline(time.Time{})
+		}
+	}()
 	for {
 		var n int
 		var err error
+		if idle > 0 && br.Buffered() == 0 {
+			x.cc.c.SetReadDeadline(time.Now().Add(idle))
+			stalls = true
+			if bc.aborted.Load() {
+				bc.rerr = os.ErrDeadlineExceeded
+				return
+			}
+		}
 		if x.body == bodyChunked {
 			n, err = x.req.Body.Read(buf)
 		} else {
@@ -836,6 +865,13 @@ func (x *exchange) failed(err error) (bool, error) {
 	x.consumeInline()
 	if bc := x.copier; bc != nil && bc.rerr != nil && !bc.cutOff() {
 		// The request body failed on the client's side.
+		if errors.Is(bc.rerr, os.ErrDeadlineExceeded) {
+			x.ev.err = &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: http.StatusRequestTimeout,
+				Detail: "the request body stalled: nothing arrived for " + x.cc.s.opts.Timeouts.ClientIdle.String(), Err: bc.rerr}
+			x.ev.status = x.ev.err.Code()
+			writeError(cc.bw, x.ev.err, true, false)
+			return false, nil
+		}
 		if isNetReadError(bc.rerr) || errors.Is(bc.rerr, io.ErrUnexpectedEOF) {
 			x.ev.err = &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "client went away while sending the request body", Err: bc.rerr}
 			return false, nil
@@ -949,6 +985,9 @@ func (x *exchange) respond(resp *http.Response) bool {
 		x.dropOrigin()
 		return false
 	}
+	if x.writeDeadline {
+		cc.c.SetWriteDeadline(time.Time{})
+	}
 	return !closeAfter && x.bodyDone()
 }
 
@@ -985,6 +1024,20 @@ func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr e
 			copyPool.Put(bufp)
 		}
 	}()
+	// A client that stops reading a long answer is cut off after the idle
+	// timeout: writes that reach the socket run under a deadline, moved on
+	// at most once a second.
+	idle := positive(x.cc.s.opts.Timeouts.ClientIdle)
+	var deadlineAt time.Time
+	progress := func() {
+		if idle > 0 {
+			if now := time.Now(); now.Sub(deadlineAt) > time.Second {
+				deadlineAt = now
+				x.cc.c.SetWriteDeadline(now.Add(idle))
+				x.writeDeadline = true
+			}
+		}
+	}
 	for {
 		var p []byte
 		if !chunked && bufp == nil && bw.Available() >= 1024 {
@@ -1000,6 +1053,9 @@ func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr e
 		n, err := resp.Body.Read(p)
 		if n > 0 {
 			x.ev.down += int64(n)
+			if n > bw.Available() {
+				progress() // this write reaches the socket
+			}
 			if _, e := w.Write(p[:n]); e != nil {
 				return nil, e
 			}
@@ -1010,7 +1066,8 @@ func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr e
 		if err != nil {
 			return err, nil
 		}
-		if obr.Buffered() == 0 {
+		if obr.Buffered() == 0 && bw.Buffered() > 0 {
+			progress()
 			if e := bw.Flush(); e != nil {
 				return nil, e
 			}
@@ -1062,12 +1119,10 @@ func (x *exchange) switchProtocols(resp *http.Response) bool {
 	ev := new(event)
 	*ev = x.ev
 	x.ev.release = nil
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
-	}
+	s.observeSetup(ev)
 	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	cc.handedOff = true
+	cc.handOff(ev)
 	s.start(ev, t, buffered(cc.br), sc)
 	return false
 }
@@ -1115,6 +1170,10 @@ func memberWrote(resp *http.Response) bool {
 // notSent reports whether a failed attempt certainly did not reach the
 // origin: the member could not be reached or refused the request.
 func notSent(err error) bool {
+	var sil *upstream.Silence
+	if errors.As(err, &sil) {
+		return false // it took the request: it may have sent it on
+	}
 	var r *upstream.Refusal
 	if errors.As(err, &r) {
 		return r.Code == http.StatusProxyAuthRequired || r.Code == http.StatusForbidden || r.DestinationFault

@@ -27,11 +27,24 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 	s := cc.s
 	ev := &event{kind: metrics.KindConnect, client: cc.remote, method: req.Method, dest: scrubHost(req.Host), start: time.Now()}
 	refuse := func(e *proxystatus.Error) bool { return cc.fail(req, ev, e, false) }
-	a, e := s.admit(s.ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true})
+	ctx, stop := watchClient(s.ctx, cc.c, cc.peek, nil)
+	a, e := s.admit(ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true})
+	var sc *Conn
+	var err error
+	if e == nil {
+		sc, err = s.open(ctx, ev, a)
+	}
+	if _, gone := stop(); gone {
+		if sc != nil {
+			sc.Close()
+		}
+		ev.err = clientGone(errClientLeft)
+		s.finish(ev)
+		return false
+	}
 	if e != nil {
 		return refuse(e)
 	}
-	sc, err := s.open(s.ctx, ev, a)
 	if err != nil {
 		return refuse(proxystatus.From(err))
 	}
@@ -40,7 +53,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 	// that starts right after counts it.
 	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	cc.handedOff = true
+	cc.handOff(ev)
 	if _, err := io.WriteString(cc.c, established); err != nil {
 		s.removeTunnel(t)
 		cc.c.Close()

@@ -391,3 +391,90 @@ func TestReadinessFollowsThePool(t *testing.T) {
 		})
 	}
 }
+
+// silentMember accepts connections, reads what it is sent and never
+// answers: an upstream that hangs.
+func silentMember(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestSilentMemberIsBlamed: a member that accepts and never answers is
+// skipped once its timeout passes — idempotent requests and CONNECT go on
+// to the next member (a real Squid) — and marked down because that member
+// answered in its place; when no member answers, the destination is the
+// slow one and nobody is blamed; a POST is never sent twice (issue 11).
+func TestSilentMemberIsBlamed(t *testing.T) {
+	_, port := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok "+r.URL.Path) }))
+	hosts := map[string]string{"partner.test": "127.0.0.1"}
+	sq := squid.Start(t, squid.Options{User: squidUser, Password: squidPass, Hosts: hosts})
+	good := "http://" + squidUser + ":" + encPass + "@" + sq.Addr
+	env := func(members ...string) map[string]string {
+		return map[string]string{"UPSTREAM_PROXY": strings.Join(members, ","), "EGRET_RESPONSE_HEADER_TIMEOUT": "400ms",
+			"EGRET_UPSTREAM_CONNECT_TIMEOUT": "400ms", "EGRET_UPSTREAM_POLICY": "round_robin"}
+	}
+	up := func(mt, addr, v string) bool {
+		return strings.Contains(mt, `egret_upstream_member_up{member="http://`+addr+`",pool="default"} `+v)
+	}
+	for _, tunnel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tunnel-%v", tunnel), func(t *testing.T) {
+			silent := silentMember(t)
+			e := runEgret(t, env("http://"+silent, good), "", nil)
+			start := time.Now()
+			code, body, err := curl(t, e.Proxy, "http://partner.test:"+port+"/first", tunnel)
+			if err != nil || code != "200" || body != "ok /first" {
+				t.Fatalf("first request: %v %s %q", err, code, body)
+			}
+			if d := time.Since(start); d < 400*time.Millisecond {
+				t.Fatalf("the first request took %v: it did not try the silent member first", d)
+			}
+			mt := e.metrics(t)
+			if !up(mt, silent, "0") || !up(mt, sq.Addr, "1") {
+				t.Fatalf("the silent member is not blamed:\n%s", grep(mt, "egret_upstream_member_up"))
+			}
+			start = time.Now()
+			if code, _, _ := curl(t, e.Proxy, "http://partner.test:"+port+"/second", tunnel); code != "200" {
+				t.Fatalf("second request: %s", code)
+			}
+			if d := time.Since(start); d > 300*time.Millisecond {
+				t.Errorf("the second request took %v: the silent member was tried again", d)
+			}
+		})
+	}
+	t.Run("nobody-answers", func(t *testing.T) {
+		a, b := silentMember(t), silentMember(t)
+		e := runEgret(t, env("http://"+a, "http://"+b), "", nil)
+		code, _, _ := curl(t, e.Proxy, "http://partner.test:"+port+"/", false)
+		if code != "504" {
+			t.Fatalf("no member answers: %s, want 504", code)
+		}
+		if mt := e.metrics(t); !up(mt, a, "1") || !up(mt, b, "1") {
+			t.Errorf("a member was blamed for a destination nobody reached:\n%s", grep(mt, "egret_upstream_member_up"))
+		}
+	})
+	t.Run("post-is-not-repeated", func(t *testing.T) {
+		silent := silentMember(t)
+		e := runEgret(t, env("http://"+silent, good), "", nil)
+		c := dialRaw(t, e.Proxy)
+		c.send("POST http://partner.test:%s/pay HTTP/1.1\r\nHost: partner.test\r\nContent-Length: 2\r\n\r\nhi", port)
+		resp, body := c.read("POST")
+		wantProxyStatus(t, resp, body, http.StatusGatewayTimeout, "connection_read_timeout")
+		if n := strings.Count(strings.Join(sq.AccessLog(), "\n"), "/pay"); n != 0 {
+			t.Errorf("the POST reached the second member too (%d times)", n)
+		}
+	})
+}

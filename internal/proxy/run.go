@@ -92,6 +92,9 @@ func BuildProtection(cfg *config.Proxy) Protection {
 	if l.ClientMaxConcurrent > 0 {
 		p.Clients = &limit.Clients{MaxConcurrent: l.ClientMaxConcurrent}
 	}
+	if l.ClientMaxConnections > 0 {
+		p.ClientConns = &limit.Clients{MaxConcurrent: l.ClientMaxConnections, Kind: limit.KindClientConns}
+	}
 	if l.MaxTunnels > 0 {
 		p.Tunnels = &limit.Counter{Max: int64(l.MaxTunnels)}
 	}
@@ -180,6 +183,7 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 			Handler: admin.Handler(admin.Options{
 				Metrics: m,
 				PProf:   cfg.PProf,
+				Token:   adminToken(cfg.AdminTokenFile),
 				Ready: func() (bool, string) {
 					switch {
 					case draining.Load():
@@ -304,6 +308,14 @@ func Run(ctx context.Context, cfg *config.Proxy, ro RunOptions) error {
 	wg.Wait()
 	log.Info("egret proxy stopped")
 	return runErr
+}
+
+// adminToken is the status page's token source: the file, or none.
+func adminToken(file string) func() (string, error) {
+	if file == "" {
+		return nil
+	}
+	return admin.TokenFile(file)
 }
 
 func routeString(a route.Action, pool string) string {

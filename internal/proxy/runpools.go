@@ -220,7 +220,7 @@ func (s *Server) fillStatus(out *admin.Status, cfg *config.Proxy) {
 		out.Protection = append(out.Protection, fmt.Sprintf("clients allowed from %v", pr.ClientCIDRs))
 	}
 	if pr.Guard != nil {
-		g := "SSRF guard: loopback, link-local (169.254.169.254), metadata and own addresses refused"
+		g := "SSRF guard: every destination that is not global unicast refused (private, loopback, link-local and metadata, CGNAT, ULA, multicast, reserved, IPv6 forms embedding them) and the gateway's own addresses"
 		if len(pr.Guard.Allow) > 0 {
 			g += fmt.Sprintf(" except %v", pr.Guard.Allow)
 		}

@@ -26,6 +26,10 @@ const (
 	DefaultClientIdleTimeout = 2 * time.Minute
 	DefaultTunnelIdleTimeout = time.Hour
 	DefaultMaxHeaderBytes    = 64 << 10
+	// DefaultResponseHeaderTimeout: a member that accepts a forwarded
+	// request and never answers is given up on after this (and blamed,
+	// when another member answers in its place).
+	DefaultResponseHeaderTimeout = 60 * time.Second
 )
 
 // Timeouts bound each stage. Zero values take the defaults above; a
@@ -36,7 +40,7 @@ type Timeouts struct {
 	HeaderRead      time.Duration // a client's request header (slowloris guard)
 	ClientIdle      time.Duration // an idle keep-alive client connection
 	TunnelIdle      time.Duration // a tunnel with no data either way
-	ResponseHeader  time.Duration // the origin's response header for forwarded requests (0: none)
+	ResponseHeader  time.Duration // the response header of a forwarded request, from the origin or a member
 }
 
 // Resolver is what the proxy needs to look names up.
@@ -137,6 +141,7 @@ func New(opts Options, st *State) (*Server, error) {
 	def(&t.HeaderRead, DefaultHeaderReadTimeout)
 	def(&t.ClientIdle, DefaultClientIdleTimeout)
 	def(&t.TunnelIdle, DefaultTunnelIdleTimeout)
+	def(&t.ResponseHeader, DefaultResponseHeaderTimeout)
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}

@@ -28,11 +28,11 @@ type SOCKSOptions struct {
 // dialled, answered and relayed. BIND and UDP ASSOCIATE are answered
 // "command not supported". It returns http.ErrServerClosed after Shutdown.
 func (s *Server) ServeSOCKS(ln net.Listener, o SOCKSOptions) error {
-	return s.serveRaw(ln, func(ctx context.Context, c net.Conn) { s.serveSOCKS(ctx, c, &o) })
+	return s.serveRaw(ln, metrics.KindSOCKS, func(ctx context.Context, c net.Conn, ev *event) { s.serveSOCKS(ctx, c, ev, &o) })
 }
 
-func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
-	ev := &event{kind: metrics.KindSOCKS, client: c.RemoteAddr().String(), method: "CONNECT", start: time.Now()}
+func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKSOptions) {
+	ev.method = "CONNECT"
 	if d := s.opts.Timeouts.HeaderRead; d > 0 {
 		c.SetDeadline(ev.start.Add(d))
 	}
@@ -41,6 +41,7 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 	if err != nil {
 		c.Close()
 		if cc.n == 0 && errors.Is(err, io.EOF) {
+			ev.release.run()
 			return // connected and left without a word, like a port probe: no log line
 		}
 		e := socksHandshakeError(err)
@@ -59,12 +60,25 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 	if host == "" {
 		host = req.Dest.IP.String()
 	}
-	a, e := s.admit(ctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true})
+	wctx, stop := watchClient(ctx, c, nil, nil)
+	a, e := s.admit(wctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true})
+	var sc *Conn
+	if e == nil {
+		sc, err = s.open(wctx, ev, a)
+	}
+	early, gone := stop()
+	if gone {
+		if sc != nil {
+			sc.Close()
+		}
+		c.Close()
+		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
+		return
+	}
 	if e != nil {
 		s.refuseSOCKS(ctx, ev, c, socksReplyFor(e, e), e)
 		return
 	}
-	sc, err := s.open(ctx, ev, a)
 	if err != nil {
 		e := proxystatus.From(err)
 		s.refuseSOCKS(ctx, ev, c, socksReplyFor(err, e), e)
@@ -79,7 +93,7 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 	}
 	c.SetDeadline(time.Time{})
 	ev.status = http.StatusOK
-	s.relay(ev, c, nil, sc)
+	s.relay(ev, c, early, sc)
 }
 
 // refuseSOCKS answers a request with a failure reply, closes the

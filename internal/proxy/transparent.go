@@ -52,7 +52,7 @@ func (s *Server) ServeTransparent(ln net.Listener, o TransparentOptions) error {
 	if a, ok := addrPort(ln.Addr()); ok {
 		s.raw.noteTransparentPort(a.Port())
 	}
-	return s.serveRaw(ln, func(ctx context.Context, c net.Conn) { s.serveTransparent(ctx, c, &o) })
+	return s.serveRaw(ln, metrics.KindTransparent, func(ctx context.Context, c net.Conn, ev *event) { s.serveTransparent(ctx, c, ev, &o) })
 }
 
 func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
@@ -63,8 +63,7 @@ func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
 	return origdst.Lookup(sc)
 }
 
-func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *TransparentOptions) {
-	ev := &event{kind: metrics.KindTransparent, client: c.RemoteAddr().String(), start: time.Now()}
+func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o *TransparentOptions) {
 	orig, err := o.OriginalDst(c)
 	if errors.Is(err, origdst.ErrNotTracked) || errors.Is(err, syscall.ENOPROTOOPT) {
 		// No NAT touched it (no conntrack entry, or no conntrack at all):
@@ -105,18 +104,31 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *Transparen
 		return
 	}
 
-	a, e := s.admit(ctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	wctx, stop := watchClient(ctx, c, nil, nil)
+	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	var sc *Conn
+	if e == nil {
+		sc, err = s.open(wctx, ev, a)
+	}
+	more, gone := stop()
+	if gone {
+		if sc != nil {
+			sc.Close()
+		}
+		c.Close()
+		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
+		return
+	}
 	if e != nil {
 		s.refuseTransparent(ctx, ev, c, res.Proto, e)
 		return
 	}
-	sc, err := s.open(ctx, ev, a)
 	if err != nil {
 		s.refuseTransparent(ctx, ev, c, res.Proto, proxystatus.From(err))
 		return
 	}
 	ev.status = 200
-	s.relay(ev, c, res.Peeked, sc)
+	s.relay(ev, c, append(res.Peeked, more...), sc)
 }
 
 // routeTransparent decides a redirected connection. It returns the

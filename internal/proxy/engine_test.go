@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/squid"
@@ -133,7 +134,7 @@ func TestEngineKeepAliveBothSides(t *testing.T) {
 	if n := o.conns.Load(); n != 1 {
 		t.Errorf("origin saw %d connections for 10 requests from 2 clients, want 1 (pooled)", n)
 	}
-	if n := p.origins.total(); n != 1 {
+	if n := p.origins.Idle(); n != 1 {
 		t.Errorf("%d idle origin connections pooled, want 1", n)
 	}
 }
@@ -236,7 +237,7 @@ func TestEngineConnectionClose(t *testing.T) {
 		if !c.closed() {
 			t.Error("connection left open after Connection: close")
 		}
-		waitFor(t, func() bool { return p.origins.total() == 1 })
+		waitFor(t, func() bool { return p.origins.Idle() == 1 })
 	})
 	t.Run("origin-closes", func(t *testing.T) {
 		before := o.conns.Load()
@@ -415,7 +416,7 @@ func TestEngineHeaderLimits(t *testing.T) {
 	o := newCountingOrigin(t, pathEcho)
 	t.Run("oversized-header", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nX-Big: %s\r\n\r\n", o.port, strings.Repeat("b", DefaultMaxHeaderBytes+2*headerSlack))
+		c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nX-Big: %s\r\n\r\n", o.port, strings.Repeat("b", DefaultMaxHeaderBytes+2*http1.HeaderSlack))
 		resp, body := c.read("GET")
 		wantProxyStatus(t, resp, body, http.StatusRequestHeaderFieldsTooLarge, "http_request_header_section_size")
 		if !c.closed() {
@@ -719,90 +720,6 @@ func TestEngineRetireOnSetState(t *testing.T) {
 	if n := o.conns.Load(); n != 2 {
 		t.Errorf("%d origin connections: the retired one was reused", n)
 	}
-}
-
-// fakeConn is a net.Conn that records Close.
-type fakeConn struct {
-	net.Conn
-	closed atomic.Bool
-}
-
-func (f *fakeConn) Close() error { f.closed.Store(true); return nil }
-
-func TestOriginPoolLimits(t *testing.T) {
-	pool := newOriginPool()
-	conn := func(k originKey) (*originConn, *fakeConn) {
-		fc := &fakeConn{}
-		return &originConn{conn: fc, raw: fc, key: k, gen: pool.gen.Load()}, fc
-	}
-	k := originKey{scheme: "http", addr: "a.test:80"}
-	t.Run("per-key", func(t *testing.T) {
-		var last *fakeConn
-		for i := 0; i <= originIdlePerKey; i++ {
-			oc, fc := conn(k)
-			pool.put(oc)
-			last = fc
-		}
-		if n := pool.idleCount(k); n != originIdlePerKey {
-			t.Errorf("%d idle for one key, want %d", n, originIdlePerKey)
-		}
-		if !last.closed.Load() {
-			t.Error("the connection over the per-key limit was not closed")
-		}
-	})
-	t.Run("total", func(t *testing.T) {
-		var closed int
-		for i := 0; i < originIdleTotal; i++ {
-			oc, fc := conn(originKey{scheme: "http", addr: "b" + strconv.Itoa(i) + ".test:80"})
-			pool.put(oc)
-			if fc.closed.Load() {
-				closed++
-			}
-		}
-		if n := pool.total(); n != originIdleTotal {
-			t.Errorf("%d idle in total, want %d", n, originIdleTotal)
-		}
-		if closed != originIdlePerKey {
-			t.Errorf("%d closed over the total limit, want %d", closed, originIdlePerKey)
-		}
-	})
-	t.Run("lifo-and-idle-timeout", func(t *testing.T) {
-		pool.retire()
-		old, oldc := conn(k)
-		fresh, _ := conn(k)
-		pool.put(old)
-		pool.put(fresh)
-		if got := pool.get(k, false); got != fresh {
-			t.Error("get did not return the most recently used connection")
-		}
-		pool.mu.Lock()
-		old.idleAt = time.Now().Add(-2 * originIdleTimeout)
-		pool.mu.Unlock()
-		if got := pool.get(k, false); got != nil || !oldc.closed.Load() {
-			t.Errorf("a connection idle past the timeout was handed out (%v) or not closed", got)
-		}
-	})
-	t.Run("sweep", func(t *testing.T) {
-		a, ac := conn(k)
-		pool.put(a)
-		pool.sweep(time.Now().Add(2 * originIdleTimeout))
-		if !ac.closed.Load() || pool.total() != 0 {
-			t.Error("sweep left an expired connection")
-		}
-	})
-	t.Run("retire", func(t *testing.T) {
-		a, ac := conn(k)
-		busy, bc := conn(k) // in use while the pool is retired
-		pool.put(a)
-		pool.retire()
-		if !ac.closed.Load() || pool.total() != 0 {
-			t.Fatal("retire left an idle connection open")
-		}
-		pool.put(busy)
-		if !bc.closed.Load() || pool.total() != 0 {
-			t.Error("a connection from before the retirement was pooled")
-		}
-	})
 }
 
 // TestEngineHTTPSOrigin: https:// URLs are forwarded over TLS to the

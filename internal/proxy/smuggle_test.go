@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"egret.io/egret/internal/http1"
 )
 
 // wireReq is one request a wirePeer parsed from the bytes it received.
@@ -528,7 +530,7 @@ func smuggledPayload(kind, host string) string {
 		// credentials and all, completes it.
 		return "GET http://" + host + "/smuggled HTTP/1.1\r\nX-Swallow: "
 	case "large":
-		return req + "X-Pad: " + strings.Repeat("p", 3*bufSize) + "\r\n\r\n"
+		return req + "X-Pad: " + strings.Repeat("p", 3*http1.BufSize) + "\r\n\r\n"
 	}
 	panic(kind)
 }
@@ -906,7 +908,7 @@ func TestSmuggleInterimAndUpgrade(t *testing.T) {
 // Connection field naming the framing): nothing reaches the origin but the
 // victim's request on its own connection.
 func TestSmuggleRefused(t *testing.T) {
-	big := strings.Repeat("b", DefaultMaxHeaderBytes+2*headerSlack)
+	big := strings.Repeat("b", DefaultMaxHeaderBytes+2*http1.HeaderSlack)
 	for _, tc := range []struct {
 		name, lines, body string
 		code              int

@@ -428,7 +428,8 @@ func hostOf(target string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
 }
 
-func (p *Pool) timeout() time.Duration {
+// Timeout is ConnectTimeout, or DefaultConnectTimeout when that is zero.
+func (p *Pool) Timeout() time.Duration {
 	if p.ConnectTimeout > 0 {
 		return p.ConnectTimeout
 	}
@@ -439,7 +440,7 @@ func (p *Pool) timeout() time.Duration {
 // (nil: none): no failover, no fallback, no health verdict (Do's work). It
 // returns the member's status code (0 when it did not answer).
 func (p *Pool) OpenTunnel(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout())
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout())
 	defer cancel()
 	if m.URL.Scheme == SchemeSOCKS5 {
 		t, err := p.dialSOCKS(ctx, m, target, cred)

@@ -21,6 +21,7 @@ import (
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil"
+	"egret.io/egret/internal/testutil/proxytest"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -125,18 +126,22 @@ func (p *testProxy) client() *http.Client {
 	}
 }
 
-// origin starts an HTTP server on loopback and returns it and its port.
+// The shared helpers of the data plane's tests (internal/testutil/proxytest).
+type rawClient = proxytest.RawClient
+
+func dialRaw(t *testing.T, addr string) *rawClient { return proxytest.DialRaw(t, addr) }
+
 func origin(t *testing.T, h http.Handler, opts ...func(*http.Server)) (*httptest.Server, string) {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	for _, o := range opts {
-		o(srv.Config)
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	return srv, port
+	return proxytest.Origin(t, h, opts...)
 }
+
+func wantProxyStatus(t *testing.T, resp *http.Response, body string, code int, errType string) {
+	t.Helper()
+	proxytest.WantProxyStatus(t, resp, body, code, errType)
+}
+
+func isTimeout(err error) bool { return proxytest.IsTimeout(err) }
 
 // connect opens a CONNECT tunnel through proxy and returns the
 // connection, a reader positioned after the proxy's answer, and the answer.
@@ -182,21 +187,6 @@ func rawRequest(t *testing.T, addr, raw string) (*http.Response, string) {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\r\n")
 	return l
-}
-
-// wantProxyStatus checks a response egret produced itself.
-func wantProxyStatus(t *testing.T, resp *http.Response, body string, code int, errType string) {
-	t.Helper()
-	if resp.StatusCode != code {
-		t.Errorf("status = %d, want %d (body %q)", resp.StatusCode, code, body)
-	}
-	ps := resp.Header.Get("Proxy-Status")
-	if !strings.HasPrefix(ps, "egret; error="+errType) {
-		t.Errorf("Proxy-Status = %q, want egret; error=%s", ps, errType)
-	}
-	if strings.Count(strings.TrimSpace(body), "\n") != 0 || !strings.HasPrefix(body, "egret: ") {
-		t.Errorf("body = %q, want one line starting with egret:", body)
-	}
 }
 
 var errTest = errors.New("test")

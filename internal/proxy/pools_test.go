@@ -470,8 +470,8 @@ func TestSilentMemberIsBlamed(t *testing.T) {
 		silent := silentMember(t)
 		e := runEgret(t, env("http://"+silent, good), "", nil)
 		c := dialRaw(t, e.Proxy)
-		c.send("POST http://partner.test:%s/pay HTTP/1.1\r\nHost: partner.test\r\nContent-Length: 2\r\n\r\nhi", port)
-		resp, body := c.read("POST")
+		c.Send("POST http://partner.test:%s/pay HTTP/1.1\r\nHost: partner.test\r\nContent-Length: 2\r\n\r\nhi", port)
+		resp, body := c.Read("POST")
 		wantProxyStatus(t, resp, body, http.StatusGatewayTimeout, "connection_read_timeout")
 		if n := strings.Count(strings.Join(sq.AccessLog(), "\n"), "/pay"); n != 0 {
 			t.Errorf("the POST reached the second member too (%d times)", n)

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
@@ -58,7 +57,7 @@ type exchange struct {
 	scheme     string
 	idempotent bool
 
-	cred    *credentials.Credential // for a tunnel through the member being tried
+	cred    *upstream.Credential // for a tunnel through the member being tried
 	oc      *http1.Conn             // the connection of the current attempt
 	key     originKey               // its key
 	release func()                  // the member's request count
@@ -175,7 +174,7 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	}
 	again := func(err error) bool { return !x.Started() && (x.idempotent || notSent(err)) }
 	var resp *http.Response
-	_, err := p.Do(x.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *credentials.Credential, more bool) (int, error) {
+	_, err := p.Do(x.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *upstream.Credential, more bool) (int, error) {
 		x.ev.member = m.Name
 		start := time.Now()
 		r, code, err := x.tryMember(p, m, cred, more && x.idempotent)
@@ -203,7 +202,7 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 // X-Squid-Error) when failover may follow (mayRetry), which otherwise goes
 // to the client as it is. A member that took the request and sent no
 // response header in time is a *upstream.Silence.
-func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *credentials.Credential, mayRetry bool) (*http.Response, int, error) {
+func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *upstream.Credential, mayRetry bool) (*http.Response, int, error) {
 	release := m.Acquire()
 	var resp *http.Response
 	var err error
@@ -211,7 +210,7 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *credent
 		x.cred = cred
 		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
 	} else {
-		resp, err = x.attempt(originKey{member: m}, p, authOf(cred))
+		resp, err = x.attempt(originKey{member: m}, p, upstream.AuthHeader(cred))
 		if err == nil && resp.StatusCode == http.StatusProxyAuthRequired {
 			err, resp = upstream.RefusalError(m.Name, resp), nil
 			x.dropOrigin()
@@ -235,14 +234,6 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *credent
 	}
 	x.release = release
 	return resp, resp.StatusCode, nil
-}
-
-// authOf is the Proxy-Authorization value for c, "" for none.
-func authOf(c *credentials.Credential) string {
-	if c == nil {
-		return ""
-	}
-	return c.AuthHeader()
 }
 
 // attempt sends the request on a pooled connection for key, or a new one.

@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -166,27 +165,25 @@ func connect(t *testing.T, proxyAddr, target string, extra string) (net.Conn, *b
 	return c, br, resp
 }
 
-// rawRequest sends raw bytes to addr and returns the parsed response.
+var errTest = errors.New("test")
+
+func deadAddr(t *testing.T) string { return proxytest.DeadAddr(t) }
+
+func tcpOrigin(t *testing.T, fn func(net.Conn)) string { return proxytest.TCPOrigin(t, fn) }
+
+func waitFor(t *testing.T, cond func() bool) { t.Helper(); proxytest.WaitFor(t, cond) }
+
+func wantPlainClose(t *testing.T, addr, payload string) {
+	t.Helper()
+	proxytest.WantPlainClose(t, addr, payload)
+}
+
 func rawRequest(t *testing.T, addr, raw string) (*http.Response, string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, raw)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("read response to %q: %v", firstLine(raw), err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	return resp, string(body)
+	return proxytest.RawRequest(t, addr, raw)
 }
 
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\r\n")
-	return l
+func runCurl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return proxytest.RunCurl(t, args...)
 }
-
-var errTest = errors.New("test")

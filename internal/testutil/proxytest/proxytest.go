@@ -6,13 +6,17 @@ package proxytest
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,4 +153,104 @@ func Grep(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TCPOrigin accepts TCP connections on loopback and runs fn on each (then
+// closes it); it returns the port.
+func TCPOrigin(t testing.TB, fn func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); fn(c) }()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// WaitFor waits up to 5 s for cond.
+func WaitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// WantPlainClose dials addr, sends payload and expects the connection to
+// be closed without a byte of answer (a hang until the deadline fails too).
+func WantPlainClose(t testing.TB, addr, payload string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, payload)
+	b, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("want a plain close, got %v after %q", err, b)
+	} else if len(b) != 0 {
+		t.Errorf("want a plain close, got %q", b)
+	}
+}
+
+// RawRequest sends raw bytes to addr and returns the parsed response.
+func RawRequest(t testing.TB, addr, raw string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, raw)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("read response to %q: %v", firstLine(raw), err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\r\n")
+	return l
+}
+
+// RunCurl runs the real curl with a clean environment (no proxy
+// variables, no .curlrc) and returns its output, standard error and exit
+// code.
+func RunCurl(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	bin := testutil.NeedTool(t, "curl")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-sS", "--max-time", "10"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.ExitCode()
+	}
+	t.Fatalf("curl: %v", err)
+	return "", "", -1
 }

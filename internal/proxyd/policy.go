@@ -1,4 +1,4 @@
-package proxy
+package proxyd
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/identity"
-	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/policy"
+	"egret.io/egret/internal/proxy"
 	"egret.io/egret/internal/ratelimit"
 )
 
@@ -32,8 +32,10 @@ const policySyncWait = 2 * time.Minute
 // startPolicy builds the gateway's Workloads from cfg.Policy: the pod
 // index and its watch, the TokenReview verifier, the policy watch (which
 // writes the policies' status) and the limiter. It returns once the pods
-// and the policies are listed, and nil when policies are off.
-func startPolicy(ctx context.Context, cfg *config.Proxy, st *State, m *metrics.Metrics, log *slog.Logger) (Workloads, error) {
+// and the policies are listed, and nil when policies are off. Policies are
+// checked against the pools of st until the server runs, then against its
+// state in force.
+func startPolicy(ctx context.Context, cfg *config.Proxy, p *process, st *proxy.State, log *slog.Logger) (proxy.Workloads, error) {
 	pc := cfg.Policy
 	if !pc.Enabled {
 		return nil, nil
@@ -50,7 +52,7 @@ func startPolicy(ctx context.Context, cfg *config.Proxy, st *State, m *metrics.M
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	pm := m.Policy
+	pm := p.m.Policy
 	pods := identity.NewPods()
 	go identity.Watch(ctx, cs, pods)
 	tokens := &identity.Tokens{Reviews: cs.AuthenticationV1().TokenReviews(), Audience: pc.TokenAudience,
@@ -66,8 +68,12 @@ func startPolicy(ctx context.Context, cfg *config.Proxy, st *State, m *metrics.M
 			Timeout: pc.RateLimit.Timeout, FailClosed: pc.RateLimit.FailClosed,
 			Result: func(r string) { pm.RateLimitCalls.WithLabelValues(r).Inc() }}
 	}
-	eng := &policy.Engine{Pods: pods, Tokens: tokens, Limiter: lim,
-		Pools: func(name string) bool { return st.Pools[name] != nil }}
+	eng := &policy.Engine{Pods: pods, Tokens: tokens, Limiter: lim, Pools: func(name string) bool {
+		if s := p.server.Load(); s != nil {
+			return s.State().Pools[name] != nil
+		}
+		return st.Pools[name] != nil
+	}}
 	w := &policy.Watcher{Client: dyn, Engine: eng, Logger: log}
 	if err := w.Start(ctx, policySyncWait); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -99,7 +105,7 @@ func startPolicy(ctx context.Context, cfg *config.Proxy, st *State, m *metrics.M
 	}()
 	log.Info("per-workload egress on", "pods", pods.Len(), "label_sets", pods.LabelSets(), "policies", len(eng.Policies()),
 		"ratelimit_service", pc.RateLimit.Service)
-	return engineWorkloads{eng}, nil
+	return Workloads(eng), nil
 }
 
 // kubeConfig is the API server's client configuration: the kubeconfig
@@ -121,27 +127,25 @@ func kubeConfig(path string) (*rest.Config, error) {
 	return rc, nil
 }
 
-// engineWorkloads adapts a policy.Engine to Workloads.
+// Workloads adapts a policy engine to proxy.Options.Workloads.
+func Workloads(e *policy.Engine) proxy.Workloads { return engineWorkloads{e} }
+
 type engineWorkloads struct{ e *policy.Engine }
 
-func (w engineWorkloads) Identify(ctx context.Context, addr netip.Addr, auth string) (Workload, error) {
+func (w engineWorkloads) Identify(ctx context.Context, addr netip.Addr, auth string) (proxy.Workload, error) {
 	pw, err := w.e.Identify(ctx, addr, auth)
-	out := Workload{By: pw.By, Namespace: pw.Namespace, ServiceAccount: pw.ServiceAccount, Pod: pw.Pod, Note: pw.Note}
+	out := proxy.Workload{By: pw.By, Namespace: pw.Namespace, ServiceAccount: pw.ServiceAccount, Pod: pw.Pod, Note: pw.Note}
 	if pw.Rules != nil {
 		out.Rules, out.Policy = pw.Rules, pw.Rules.Policy()
 	}
 	return out, err
 }
 
-// NewWorkloads adapts a policy engine for Options.Workloads (tests and
-// tools that build a Server themselves).
-func NewWorkloads(e *policy.Engine) Workloads { return engineWorkloads{e} }
-
-// startUpstreamToken loads the token file of cfg.Credentials, gives its
-// store to every pool (for members without credentials: the gateway) and
+// startUpstreamToken loads the token file of cfg.Credentials (the store
+// pools give members without credentials of their own: the gateway) and
 // re-reads it on change until ctx ends. It returns nil when no token file
 // is configured.
-func startUpstreamToken(ctx context.Context, cfg *config.Proxy, st *State, m *metrics.Metrics, log *slog.Logger) (*credentialState, error) {
+func startUpstreamToken(ctx context.Context, cfg *config.Proxy, p *process, log *slog.Logger) (*credentialState, error) {
 	path := cfg.Credentials.TokenFile
 	if path == "" {
 		return nil, nil
@@ -152,9 +156,6 @@ func startUpstreamToken(ctx context.Context, cfg *config.Proxy, st *State, m *me
 		return nil, err
 	}
 	cs.lastReload = time.Now()
-	for _, p := range st.Pools {
-		p.Credentials = cs.store
-	}
 	tf.Reloaded = func(err error) {
 		res := "ok"
 		cs.mu.Lock()
@@ -164,14 +165,12 @@ func startUpstreamToken(ctx context.Context, cfg *config.Proxy, st *State, m *me
 			cs.lastReload, cs.lastErr = time.Now(), ""
 		}
 		cs.mu.Unlock()
-		if m != nil {
-			m.ConfigReloads.WithLabelValues("token", res).Inc()
-		}
+		p.m.ConfigReloads.WithLabelValues("token", res).Inc()
 		if err != nil {
 			log.Error("upstream token not reloaded; the previous one stays in use", "file", path, "error", err.Error())
 			return
 		}
-		log.Info("upstream token reloaded", "file", path)
+		log.Debug("upstream token reloaded", "file", path)
 	}
 	go tf.Run(ctx)
 	return cs, nil

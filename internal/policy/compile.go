@@ -83,6 +83,8 @@ type Compiled struct {
 	allows      []route.Rule
 	def         route.Action // Deny, Direct (allowed: the gateway's routes decide) or Upstream
 	defPool     string
+	defSource   string // the default's rule source
+	display     string // "EgressPolicy ns/name", "ClusterEgressPolicy default"
 	limit       ratelimit.Limit
 	sni         SNIMode
 }
@@ -106,6 +108,11 @@ func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
 	} else {
 		c.Key = p.Namespace + "/" + p.Name
 	}
+	c.display = KindEgressPolicy + " " + c.Key
+	if cluster {
+		c.display = KindClusterEgressPolicy + " " + p.Name
+	}
+	c.defSource = c.display + " default"
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	reason := ReasonInvalid
@@ -143,9 +150,9 @@ func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
 	}
 	src := func(i int, r *Rule) string {
 		if r.Name != "" {
-			return kindOf(cluster) + " " + c.Key + " rule " + r.Name
+			return c.display + " rule " + r.Name
 		}
-		return kindOf(cluster) + " " + c.Key + " egress[" + strconv.Itoa(i) + "]"
+		return c.display + " egress[" + strconv.Itoa(i) + "]"
 	}
 	for i := range s.Egress {
 		r := &s.Egress[i]
@@ -224,7 +231,7 @@ func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
 func (c *Compiled) invalidate(err error, reason string) {
 	c.Err, c.Reason = err, reason
 	c.denies = []route.Rule{{Match: route.Match{Any: true}, Action: route.Deny,
-		Source: kindOf(c.Cluster) + " " + c.Key + " (invalid: see its status)"}}
+		Source: c.display + " (invalid: see its status)"}}
 	c.allows, c.def, c.defPool, c.limit, c.sni = nil, route.Deny, "", ratelimit.Limit{}, SNIOff
 }
 

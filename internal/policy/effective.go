@@ -103,13 +103,13 @@ func table(ps []*Compiled, d *Compiled) *route.Table {
 func (e *Effective) Decide(ctx context.Context, dest route.Dest, res route.Resolver) route.Decision {
 	dec := e.enforced.Decide(ctx, dest, res)
 	if dec.Reason == route.ReasonDefault && e.decider != nil {
-		dec.Source = kindOf(e.decider.Cluster) + " " + e.decider.Key + " default"
+		dec.Source = e.decider.defSource
 	}
 	if e.report != nil && dec.Action != route.Deny {
 		if rd := e.report.Decide(ctx, dest, res); rd.Action == route.Deny {
 			if rd.Reason == route.ReasonDefault {
 				if d := decider(e.policies); d != nil {
-					rd.Source = kindOf(d.Cluster) + " " + d.Key + " default"
+					rd.Source = d.defSource
 				}
 			}
 			dec.WouldDeny = rd.Detail()

@@ -71,19 +71,24 @@ type podKey struct{ ns, name string }
 type Pods struct {
 	mu        sync.RWMutex
 	byName    map[podKey]*Pod
-	byIP      map[netip.Addr]*Pod // the owner, or conflicted
-	conflicts map[netip.Addr][]*Pod
+	byIP      map[addrKey]*Pod // the owner, or conflicted
+	conflicts map[addrKey][]*Pod
 	sets      map[string]*LabelSet
 	synced    atomic.Bool
 }
+
+// addrKey is an address as a map key (hashed faster than a netip.Addr).
+type addrKey [16]byte
+
+func keyOf(a netip.Addr) addrKey { return a.Unmap().WithZone("").As16() }
 
 // conflicted marks an address two live pods claim.
 var conflicted = &Pod{Name: "(conflicted)"}
 
 // NewPods returns an empty index.
 func NewPods() *Pods {
-	return &Pods{byName: map[podKey]*Pod{}, byIP: map[netip.Addr]*Pod{},
-		conflicts: map[netip.Addr][]*Pod{}, sets: map[string]*LabelSet{}}
+	return &Pods{byName: map[podKey]*Pod{}, byIP: map[addrKey]*Pod{},
+		conflicts: map[addrKey][]*Pod{}, sets: map[string]*LabelSet{}}
 }
 
 var _ cache.ReflectorStore = (*Pods)(nil)
@@ -92,9 +97,9 @@ var _ cache.ReflectorStore = (*Pods)(nil)
 // it. An address nobody claims, or that two pods claim (a reused IP while
 // the old pod's end is not yet seen), has no owner.
 func (ps *Pods) ByAddr(a netip.Addr) *Pod {
-	a = a.Unmap().WithZone("")
+	k := keyOf(a)
 	ps.mu.RLock()
-	p := ps.byIP[a]
+	p := ps.byIP[k]
 	ps.mu.RUnlock()
 	if p == conflicted {
 		return nil
@@ -246,7 +251,8 @@ func (ps *Pods) remove(p *Pod) {
 	}
 }
 
-func (ps *Pods) claim(a netip.Addr, p *Pod) {
+func (ps *Pods) claim(addr netip.Addr, p *Pod) {
+	a := keyOf(addr)
 	cur, ok := ps.byIP[a]
 	switch {
 	case !ok:
@@ -259,7 +265,8 @@ func (ps *Pods) claim(a netip.Addr, p *Pod) {
 	}
 }
 
-func (ps *Pods) release(a netip.Addr, p *Pod) {
+func (ps *Pods) release(addr netip.Addr, p *Pod) {
+	a := keyOf(addr)
 	cur, ok := ps.byIP[a]
 	switch {
 	case !ok:

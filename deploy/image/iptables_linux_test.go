@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -25,20 +24,15 @@ import (
 	"egret.io/egret/internal/testutil/netns"
 )
 
-// iptablesDebs downloads the packages of the iptables layer with the same
-// script `make image-iptables` uses, into a cache kept between runs.
+// iptablesDebs returns the cached Debian packages of the iptables layer,
+// which scripts/deps/25-iptables-debs.sh downloads (with the script `make
+// image-iptables` uses): the tests never download.
 func iptablesDebs(t *testing.T) string {
 	t.Helper()
-	testutil.NeedTool(t, "apt-get")
 	testutil.NeedTool(t, "dpkg-deb")
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "egret", "iptables-debs")
-	out, err := exec.Command("../../scripts/iptables-debs.sh", dir).CombinedOutput()
-	if err != nil {
-		testutil.Missing(t, "cannot download the Debian packages for the iptables layer: "+err.Error()+": "+string(out))
+	dir := filepath.Join(testutil.CacheDir(), "iptables-debs")
+	if m, _ := filepath.Glob(filepath.Join(dir, "iptables_*.deb")); len(m) == 0 {
+		testutil.Missing(t, "no iptables packages in "+dir+" (run scripts/deps/25-iptables-debs.sh or make test-deps)")
 	}
 	return dir
 }
@@ -213,7 +207,7 @@ func TestIptablesImage(t *testing.T) {
 // libc.so.6 are missing.
 func TestIptablesLayerNeedsEveryLibrary(t *testing.T) {
 	if testing.Short() {
-		t.Skip("downloads Debian packages")
+		t.Skip("reads the cached Debian packages of the iptables layer")
 	}
 	debs := iptablesDebs(t)
 	partial := t.TempDir()

@@ -10,6 +10,7 @@ import (
 
 	"egret.io/egret/internal/lint"
 	"egret.io/egret/internal/noproxy"
+	"egret.io/egret/internal/version"
 )
 
 // Exit codes of `egret lint`.
@@ -107,7 +108,7 @@ objects are still printed).`,
 			case "json":
 				err = lint.WriteJSON(out, findings, docsBase)
 			case "sarif":
-				err = lint.WriteSARIF(out, findings, Version, docsBase)
+				err = lint.WriteSARIF(out, findings, version.Get().Version, docsBase)
 			default:
 				err = lint.WriteText(out, findings, len(objs), docsBase)
 			}

@@ -11,6 +11,7 @@ import (
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/logsink"
 	"egret.io/egret/internal/proxy"
+	"egret.io/egret/internal/version"
 )
 
 func newProxyCmd() *cobra.Command {
@@ -51,7 +52,7 @@ With no upstream configured, everything not denied goes direct.`,
 			log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LevelVar()}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return proxy.Run(ctx, cfg, proxy.RunOptions{Version: Version, Logger: log, AccessLog: out})
+			return proxy.Run(ctx, cfg, proxy.RunOptions{Version: version.Get().Version, Logger: log, AccessLog: out})
 		},
 	}
 	cmd.Flags().StringVar(&file, "config", "", "YAML configuration file (env EGRET_CONFIG)")

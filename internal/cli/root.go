@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"egret.io/egret/internal/version"
 )
 
 // ExitError carries a specific process exit code out of a command. Commands
@@ -55,7 +57,9 @@ func NewRoot() *cobra.Command {
 		Long:          "egret makes outbound traffic from Kubernetes pods go through proxies correctly:\na forward proxy (sidecar and gateway), transparent interception, an admission\nwebhook, and tools that explain and prove the result.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newProxyCmd(),
 		newEchoCmd(),

@@ -127,9 +127,6 @@ objects are still printed).`,
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: lintExitInput, Err: err}
-	})
 	f := cmd.Flags()
 	f.StringVarP(&output, "output", "o", "text", "output format: text, json or sarif")
 	f.StringSliceVar(&cidrs, "cluster-cidrs", nil, "Service and Pod CIDRs that NO_PROXY must cover (comma-separated, repeatable)")

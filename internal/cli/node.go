@@ -116,7 +116,6 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 	f.StringSliceVar(&noProxy, "no-proxy", nil, "NO_PROXY entries (comma-separated, repeatable); localhost,127.0.0.1,::1 are always added")
 	f.StringSliceVar(&registries, "registry", nil, "internal registry host or host:port to reach directly (repeatable)")
 	f.StringVarP(&outDir, "output-dir", "o", "", "write the files under DIR/<unit>.service.d/ instead of printing the drop-in")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return nodeUsageErr(err) })
 	return cmd
 }
 
@@ -201,7 +200,6 @@ environment that cannot be read (run as root).`,
 	f.BoolVar(&expectProxy, "expect-proxy", false, "fail when the process has no HTTP_PROXY/HTTPS_PROXY")
 	f.StringSliceVar(&unitDirs, "unit-dir", nil, "systemd unit directories to read, highest precedence first (default: the systemd search path)")
 	f.StringVarP(&out, "output", "o", "text", "output format: text or json")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return nodeUsageErr(err) })
 	return cmd
 }
 

@@ -114,7 +114,7 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("%s: %v\n%s\nproxy log:\n%s", strings.Join(curlArgs, " "), err, got, proxyLog)
 	}
 	// The request went through egret: its access log says so.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(proxyLog.String(), `"host":"example.com"`); {
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(proxyLog.String(), `"url":"http://example.com/"`); {
 		if time.Now().After(deadline) {
 			t.Fatalf("no access log line for example.com:\n%s", proxyLog)
 		}

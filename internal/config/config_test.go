@@ -53,7 +53,7 @@ func TestDefaults(t *testing.T) {
 	if p.Default != route.Direct || len(p.Pools) != 0 || len(p.Rules) != 0 {
 		t.Errorf("with no upstream the default route must be direct: %v pools=%v rules=%v", p.Default, p.Pools, p.Rules)
 	}
-	if !p.AccessLog || p.DrainPeriod != SidecarDrainPeriod || p.DrainTimeout != DefaultDrainTimout {
+	if !p.AccessLog || p.DrainPeriod != SidecarDrainPeriod || p.DrainTimeout != DefaultDrainTimeout {
 		t.Errorf("defaults: access=%v drain=%v/%v", p.AccessLog, p.DrainPeriod, p.DrainTimeout)
 	}
 	g := load(t, Sources{Env: env("EGRET_ROLE", "gateway")})

@@ -335,7 +335,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		{"EGRET_TUNNEL_IDLE_TIMEOUT", f.Timeouts.TunnelIdle, 0, &p.Timeouts.TunnelIdle},
 		{"EGRET_RESPONSE_HEADER_TIMEOUT", f.Timeouts.ResponseHeader, DefaultResponseHeaderTimeout, &p.Timeouts.ResponseHeader},
 		{"EGRET_DRAIN_PERIOD", f.Drain.Period, drainPeriod, &p.DrainPeriod},
-		{"EGRET_DRAIN_TIMEOUT", f.Drain.Timeout, DefaultDrainTimout, &p.DrainTimeout},
+		{"EGRET_DRAIN_TIMEOUT", f.Drain.Timeout, DefaultDrainTimeout, &p.DrainTimeout},
 	}
 	for _, d := range durs {
 		v := d.file

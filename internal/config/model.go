@@ -34,7 +34,7 @@ const (
 	GatewayAdminListen = ":9901"
 	SidecarDrainPeriod = 2 * time.Second
 	GatewayDrainPeriod = 5 * time.Second
-	DefaultDrainTimout = 25 * time.Second
+	DefaultDrainTimeout = 25 * time.Second
 	// The gateway's per-client limits: a shared proxy must not let one
 	// client hold every descriptor.
 	DefaultClientMaxConcurrent  = 256

@@ -4,8 +4,12 @@
 // waits: it waits for the source to become readable in the runtime's network
 // poller (a zero-copy peek, no user memory), then takes a buffer from a pool,
 // reads and writes until the source has nothing more to give, and returns
-// the buffer. Buffers grow from 16 KiB to 256 KiB while a direction keeps
-// filling them, so a bulk transfer moves large chunks. A direction that has
+// the buffer. Reads never block: one that finds nothing (the source ran
+// dry, or the poller's readiness was stale) sends the direction back to
+// the wait. Buffers grow from 16 KiB to 256 KiB while a direction keeps
+// filling them, and once a direction has moved a MiB it splices (splice(2)
+// socket → pipe → socket, splice_linux.go) for as long as data keeps
+// coming, so a bulk transfer is not copied through user memory. A direction that has
 // seen nothing for ParkAfter (200 ms) parks: its goroutine ends and its
 // socket waits in one epoll set shared by the process (park_linux.go), so
 // thousands of idle tunnels cost neither buffers nor goroutine stacks, only

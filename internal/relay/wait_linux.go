@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -27,8 +28,8 @@ func (w *waiter) wait(release func(), parkAfter time.Duration) (idle bool, err e
 	rerr := w.rc.Read(func(fd uintptr) bool {
 		if polled {
 			// Called again after the poller said readable: trust it and
-			// let the read find out (a spurious wake-up only means the
-			// read blocks, holding its buffer).
+			// let the read find out (it does not block: a stale wake-up
+			// brings the direction back here).
 			return true
 		}
 		_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&w.peek[0])), 1,
@@ -54,4 +55,30 @@ func (w *waiter) wait(release func(), parkAfter time.Duration) (idle bool, err e
 		return true, nil
 	}
 	return false, sockErr
+}
+
+// tryRead reads what the socket has at hand without blocking; ok is false
+// when it has nothing (the caller waits instead). An end of stream is
+// io.EOF.
+func (w *waiter) tryRead(p []byte) (n int, err error, ok bool) {
+	var errno error
+	rerr := w.rc.Read(func(fd uintptr) bool {
+		for {
+			n, errno = unix.Read(int(fd), p)
+			if errno != unix.EINTR {
+				return true
+			}
+		}
+	})
+	switch {
+	case rerr != nil:
+		return 0, rerr, true
+	case errno == unix.EAGAIN:
+		return 0, nil, false
+	case errno != nil:
+		return 0, os.NewSyscallError("read", errno), true
+	case n == 0:
+		return 0, io.EOF, true
+	}
+	return n, nil, true
 }

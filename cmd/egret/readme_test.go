@@ -104,8 +104,10 @@ func TestQuickStart(t *testing.T) {
 	proxyLog := start(append([]string{bin}, proxyArgs[1:]...)...)
 	var got []byte
 	for deadline := time.Now().Add(10 * time.Second); ; {
+		// Until the proxy and the echo server listen (a 502 while the
+		// echo server starts is still an answer: keep asking).
 		got, err = ns.Command(ctx, curlArgs...).CombinedOutput()
-		if err == nil || time.Now().After(deadline) {
+		if err == nil && strings.Contains(string(got), `"remote_ip"`) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

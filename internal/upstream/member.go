@@ -34,7 +34,7 @@ type Member struct {
 
 	urls sync.Map // *credentials.Credential → *url.URL, for http.Transport
 
-	h      *health // shared with the pool's Health table once in a pool
+	h      *health      // shared with the pool's Health table once in a pool
 	active atomic.Int64 // connections and requests in flight through the member
 }
 
@@ -270,4 +270,3 @@ func (m *Member) same(o *Member) bool {
 	}
 	return m.auth == o.auth
 }
-

@@ -198,7 +198,6 @@ func ParseMemberList(text string) ([]MemberSpec, error) {
 	return out, nil
 }
 
-
 // UseStore makes a member without credentials of its own use s, the pool's
 // shared (rotating) credentials. It is meant for building a member, before
 // it is shared; a member with its own credentials keeps them.

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"egret.io/egret/internal/noproxy"
+	"egret.io/egret/internal/proxystatus"
 )
 
 // byDecision groups noproxy results.

@@ -108,8 +108,18 @@ const (
 type Setting struct {
 	Kind   Kind
 	Name   string // SSL_CERT_FILE, javax.net.ssl.trustStore
-	Effect Effect
+	Effect Effect // what the file does to the default file
+	// Dir is a default certificate directory the runtime still searches
+	// when this setting is used ("" when none). Images that keep their
+	// roots there (Debian, Ubuntu, Alpine, distroless, UBI) then still
+	// trust them, so a file that replaces the default file in effect adds.
+	Dir string
 }
+
+// KeepsDefaults reports whether, with this setting pointing at the
+// corporate CAs alone, public endpoints still verify in an image that keeps
+// its roots in the usual directories.
+func (s Setting) KeepsDefaults() bool { return s.Effect == Adds || s.Dir != "" }
 
 // String writes the setting as a user writes it: SSL_CERT_FILE or
 // -Djavax.net.ssl.trustStore.

@@ -2,22 +2,32 @@ package trust
 
 func env(name string, e Effect) Setting { return Setting{Kind: EnvVar, Name: name, Effect: e} }
 
+// dir marks s as leaving a default directory searched.
+func dir(s Setting, d string) Setting { s.Dir = d; return s }
+
+// Default directories, as the rows name them.
+const (
+	goDirs      = "/etc/ssl/certs and /etc/pki/tls/certs (every file in them)"
+	opensslDir  = "OPENSSLDIR/certs, by subject hash (Debian: /usr/lib/ssl/certs = /etc/ssl/certs)"
+	libcurlPath = "the build's CA path (Debian: /etc/ssl/certs)"
+)
+
 // Runtimes returns the model, one row per runtime. The order is the order of
 // docs/trust.md's table. A new runtime or version is a new row; a test
 // checks that egret's injected settings reach every row.
 func Runtimes() []Runtime {
 	return []Runtime{
 		{Name: "go", Description: "Go crypto/x509 on Linux (net/http and every Go program: kubectl, Helm, Terraform, egret)",
-			Settings: []Setting{env("SSL_CERT_FILE", Replaces), env("SSL_CERT_DIR", Replaces)},
+			Settings: []Setting{dir(env("SSL_CERT_FILE", Replaces), goDirs), env("SSL_CERT_DIR", Replaces)},
 			Default:  "the first of /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt, ... that exists, plus every file in /etc/ssl/certs and /etc/pki/tls/certs",
 			Reread:   ReadOnce, Verified: VerifiedReal,
 			Sources: []string{
 				"https://github.com/golang/go/blob/master/src/crypto/x509/root_unix.go",
 				"https://github.com/golang/go/blob/master/src/crypto/x509/root.go",
 			},
-			Note: "SSL_CERT_FILE replaces only the bundle file: the directories /etc/ssl/certs and /etc/pki/tls/certs are still read unless SSL_CERT_DIR names others. The roots are loaded once (sync.Once) at the first verification."},
+			Note: "SSL_CERT_FILE replaces only the bundle file: every file in /etc/ssl/certs and /etc/pki/tls/certs is still read unless SSL_CERT_DIR names other directories, so in the usual images a file with only the corporate CA still leaves the public roots trusted. The roots are loaded once (sync.Once) at the first verification."},
 		{Name: "openssl", Description: "OpenSSL's default verify paths (SSL_CTX_set_default_verify_paths): the openssl command, and libraries built on it when the application asks for the defaults",
-			Settings: []Setting{env("SSL_CERT_FILE", Replaces), env("SSL_CERT_DIR", Replaces)},
+			Settings: []Setting{dir(env("SSL_CERT_FILE", Replaces), opensslDir), env("SSL_CERT_DIR", Replaces)},
 			Default:  "OPENSSLDIR/cert.pem and OPENSSLDIR/certs (Debian: /usr/lib/ssl → /etc/ssl/certs/ca-certificates.crt)",
 			Reread:   ReadPerRun, Verified: VerifiedReal,
 			Sources: []string{
@@ -26,7 +36,7 @@ func Runtimes() []Runtime {
 			},
 			Note: "The file is read whenever the application builds a store from the default paths; for the openssl command that is every run. SSL_CERT_FILE replaces the default file; the default directory is still searched unless SSL_CERT_DIR is set."},
 		{Name: "curl", Description: "the curl command (7.x and 8.x, OpenSSL or GnuTLS builds)",
-			Settings: []Setting{env("CURL_CA_BUNDLE", Replaces), env("SSL_CERT_FILE", Replaces), env("SSL_CERT_DIR", Replaces)},
+			Settings: []Setting{dir(env("CURL_CA_BUNDLE", Replaces), libcurlPath), dir(env("SSL_CERT_FILE", Replaces), libcurlPath), env("SSL_CERT_DIR", Replaces)},
 			Default:  "the CA bundle chosen at build time (Debian: /etc/ssl/certs/ca-certificates.crt)",
 			Reread:   ReadPerRun, Verified: VerifiedReal,
 			Sources: []string{
@@ -44,7 +54,7 @@ func Runtimes() []Runtime {
 			},
 			Note: "The variable is read for every request (Session.merge_environment_settings); urllib3 loads the file for each new connection. An explicit verify= in the code wins."},
 		{Name: "python-ssl", Description: "Python 3 ssl.create_default_context(): urllib.request, http.client, aiohttp, httpx (OpenSSL builds)",
-			Settings: []Setting{env("SSL_CERT_FILE", Replaces), env("SSL_CERT_DIR", Replaces)},
+			Settings: []Setting{dir(env("SSL_CERT_FILE", Replaces), opensslDir), env("SSL_CERT_DIR", Replaces)},
 			Default:  "OpenSSL's default paths (see openssl)",
 			Reread:   ReadPerConnection, Verified: VerifiedReal,
 			Sources: []string{
@@ -69,7 +79,7 @@ func Runtimes() []Runtime {
 			},
 			Note: "javax.net.ssl.trustStoreType (PKCS12 for egret's store) and javax.net.ssl.trustStorePassword go with it. The JVM reads the -D properties from JAVA_TOOL_OPTIONS, so no image or command needs changing. The store is loaded when the default SSLContext is first built: restart."},
 		{Name: "ruby", Description: "Ruby openssl (Net::HTTP, open-uri, Faraday's default adapter)",
-			Settings: []Setting{env("SSL_CERT_FILE", Replaces), env("SSL_CERT_DIR", Replaces)},
+			Settings: []Setting{dir(env("SSL_CERT_FILE", Replaces), opensslDir), env("SSL_CERT_DIR", Replaces)},
 			Default:  "OpenSSL's default paths (see openssl)",
 			Reread:   ReadOnce, Verified: VerifiedReal,
 			Sources: []string{
@@ -78,7 +88,7 @@ func Runtimes() []Runtime {
 			},
 			Note: "OpenSSL::SSL::SSLContext::DEFAULT_CERT_STORE is filled from the default paths when the openssl library is loaded, and every context without ca_file/cert_store uses it: restart."},
 		{Name: "git", Description: "git over https (libcurl, OpenSSL or GnuTLS)",
-			Settings: []Setting{env("GIT_SSL_CAINFO", Replaces)},
+			Settings: []Setting{dir(env("GIT_SSL_CAINFO", Replaces), libcurlPath+"; GnuTLS builds read every file in it")},
 			Default:  "http.sslCAInfo, else libcurl's build-time bundle (Debian: /etc/ssl/certs/ca-certificates.crt)",
 			Reread:   ReadPerRun, Verified: VerifiedReal,
 			Sources: []string{
@@ -95,7 +105,7 @@ func Runtimes() []Runtime {
 			},
 			Note: "AWS_CA_BUNDLE is read when a client is created; urllib3 loads the file for each new connection of that client."},
 		{Name: "aws-sdk-go-v2", Description: "AWS SDK for Go v2 (config.LoadDefaultConfig)",
-			Settings: []Setting{env("AWS_CA_BUNDLE", Replaces), env("SSL_CERT_FILE", Replaces)},
+			Settings: []Setting{env("AWS_CA_BUNDLE", Replaces), dir(env("SSL_CERT_FILE", Replaces), goDirs)},
 			Default:  "Go's system roots (see go)",
 			Reread:   ReadOnce, Verified: VerifiedModelled,
 			Sources: []string{
@@ -104,7 +114,7 @@ func Runtimes() []Runtime {
 			},
 			Note: "With AWS_CA_BUNDLE the client's pool starts empty (x509.NewCertPool) and holds only the file's certificates. The AWS SDKs for Java and JavaScript do not read AWS_CA_BUNDLE: they use the JVM trust store and Node's roots."},
 		{Name: "dotnet", Description: ".NET on Linux (HttpClient, SslStream; OpenSSL)",
-			Settings: []Setting{env("SSL_CERT_FILE", Replaces), env("SSL_CERT_DIR", Replaces)},
+			Settings: []Setting{dir(env("SSL_CERT_FILE", Replaces), "OpenSSL's default directory (every file in it)"), env("SSL_CERT_DIR", Replaces)},
 			Default:  "OpenSSL's default paths (see openssl); /etc/ssl/certs when they hold nothing",
 			Reread:   ReadPolled, Verified: VerifiedModelled,
 			Sources: []string{

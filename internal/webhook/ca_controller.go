@@ -210,10 +210,8 @@ func (c *TrustController) track(ctx context.Context, _ reconcile.Request) (recon
 }
 
 func (c *TrustController) sync(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	b, err := c.build(ctx)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
+	// A broken source stops the writes, not the removals.
+	b, buildErr := c.build(ctx)
 	var nss corev1.NamespaceList
 	if err := c.Client.List(ctx, &nss); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list namespaces: %w", err)
@@ -231,9 +229,15 @@ func (c *TrustController) sync(ctx context.Context, _ reconcile.Request) (reconc
 			}
 			continue
 		}
+		if buildErr != nil {
+			continue
+		}
 		if err := c.write(ctx, ns.Name, b, &p12); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if buildErr != nil {
+		errs = append([]error{buildErr}, errs...)
 	}
 	if len(errs) > 0 {
 		return reconcile.Result{}, fmt.Errorf("sync %s: %w (and %d more)", TrustConfigMapName, errs[0], len(errs)-1)

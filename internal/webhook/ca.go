@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/lint"
 	"egret.io/egret/internal/trust"
 )
 
@@ -224,4 +226,18 @@ func containerJavaProps(c *corev1.Container) map[string]string {
 		}
 	}
 	return trust.JavaProps(env, append(append([]string{}, c.Command...), c.Args...)...)
+}
+
+// trustCluster tells lint's rules which proxies intercept TLS: with a CA
+// source configured, the corporate proxy behind egret intercepts, so pods
+// that use the gateway or the sidecar need the CA (rule tls-ca-missing).
+func trustCluster(c lint.Cluster, p *Policy) lint.Cluster {
+	if p.Trust == nil {
+		return c
+	}
+	c.InterceptingProxies = append(c.InterceptingProxies, "127.0.0.1:"+strconv.Itoa(SidecarProxyPort))
+	if p.Gateway != nil {
+		c.InterceptingProxies = append(c.InterceptingProxies, p.Gateway.Host)
+	}
+	return c
 }

@@ -110,6 +110,16 @@ func TestMutateInjectsTrust(t *testing.T) {
 		if v.Denied != "" {
 			t.Errorf("denied: %s", v.Denied)
 		}
+		// The same pod without the CA is what the rule is for.
+		opted := pod(map[string]string{TrustAnnotation: "false"})
+		bare := Mutate(opted, in).Pod
+		found := false
+		for _, f := range Validate(bare, in).Findings {
+			found = found || f.Rule == "tls-ca-missing" && strings.Contains(f.Message, "egret-gateway.egret-system.svc:3128 intercepts TLS")
+		}
+		if !found {
+			t.Error("a pod that uses the intercepting gateway without a CA got no tls-ca-missing finding")
+		}
 	})
 }
 

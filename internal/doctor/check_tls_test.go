@@ -2,8 +2,8 @@ package doctor
 
 import (
 	"bufio"
-	"crypto/x509"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"

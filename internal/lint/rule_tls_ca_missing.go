@@ -1,7 +1,6 @@
 package lint
 
 import (
-
 	"net"
 	"strings"
 
@@ -135,5 +134,3 @@ func dedupeStrings(xs []string) []string {
 	}
 	return out
 }
-
-

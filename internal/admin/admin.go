@@ -36,6 +36,7 @@ type Status struct {
 	Default     string            `json:"default_route"`
 	Pools       []PoolStatus      `json:"pools"`
 	Credentials *CredentialStatus `json:"credentials,omitempty"`
+	Config      *ConfigStatus     `json:"config,omitempty"`     // live reloads; nil when off
 	Protection  []string          `json:"protection,omitempty"` // the hardening and limits in force, one line each
 	Breakers    []BreakerStatus   `json:"breakers"`
 	Top         []DestTraffic     `json:"top_destinations"`
@@ -84,6 +85,16 @@ type CredentialStatus struct {
 	LastReload time.Time `json:"last_reload,omitzero"`
 	LastError  string    `json:"last_error,omitempty"`
 	Rotating   bool      `json:"rotating"` // a new credential waits for its first success
+}
+
+// ConfigStatus describes live reloads of the configuration.
+type ConfigStatus struct {
+	File       string    `json:"file,omitempty"`
+	LastReload time.Time `json:"last_reload,omitzero"`
+	LastError  string    `json:"last_error,omitempty"` // the last reload failed: the configuration before it stays in force
+	// NeedsRestart names settings the last reload changed that take effect
+	// at the next restart.
+	NeedsRestart []string `json:"needs_restart,omitempty"`
 }
 
 // BreakerStatus is a destination whose circuit breaker is not closed or
@@ -298,6 +309,7 @@ th{background:#f4f4f4}.ok{color:#070}.bad{color:#b00}.warn{color:#a60}code{font-
 <td>{{if .Backup}}backup{{else}}primary{{end}}{{if gt .Weight 1}}, weight {{.Weight}}{{end}}</td>
 <td class="num">{{.Active}}</td><td class="num">{{.Fails}}</td><td>{{.LastError}}</td><td>{{.Probe}}</td></tr>{{end}}
 </table>{{else}}<p id="no-pools">No upstream pool: everything not denied goes direct.</p>{{end}}
+{{with .Config}}<p id="config">Configuration{{if .File}} from <code>{{.File}}</code>{{end}}{{if not .LastReload.IsZero}}, last reload <time datetime="{{rfc3339 .LastReload}}">{{rfc3339 .LastReload}}</time>{{end}}{{if .LastError}}, <span class="bad" id="config-error">last reload failed, the configuration before it stays in force: {{.LastError}}</span>{{end}}{{if .NeedsRestart}}, <span class="warn">changed settings that take effect at the next restart: {{range $i, $s := .NeedsRestart}}{{if $i}}, {{end}}{{$s}}{{end}}</span>{{end}}.</p>{{end}}
 {{with .Credentials}}<p id="credentials">Credentials from <code>{{.Dir}}</code>{{if not .LastReload.IsZero}}, last reloaded <time datetime="{{rfc3339 .LastReload}}">{{rfc3339 .LastReload}}</time>{{end}}{{if .Rotating}}, <span class="warn">rotation in progress (previous credential kept as fallback)</span>{{end}}{{if .LastError}}, <span class="bad">last reload failed: {{.LastError}}</span>{{end}}.</p>{{end}}
 
 <h2>Circuit breakers</h2>

@@ -34,7 +34,7 @@ func renderNodeCA(cmd *cobra.Command, r node.Runtime, caFile string, registries 
 		for _, f := range out.Files {
 			fmt.Fprintf(stdout, "# %s\n%s", f.Path, f.Content)
 		}
-		fmt.Fprintf(stderr, "egret: install these files on the node (-o / writes them), %s", tail)
+		fmt.Fprintf(stderr, "egret: install these files on the node (--ca-file alone with --write-dir / writes them), %s", tail)
 		return nil
 	}
 	for _, f := range out.Files {

@@ -29,7 +29,7 @@ func TestNodeCACommands(t *testing.T) {
 	if code, out, _ := run("node", "check", "--runtime", "containerd", "--ca-file", ca, "--ca-root", root, "--registry", "registry.corp:5000"); code != 1 || !strings.Contains(out, "FAIL registry.corp:5000") {
 		t.Fatalf("check before render: %d\n%s", code, out)
 	}
-	if code, out, errs := run("node", "render", "--runtime", "containerd", "--ca-file", ca, "--registry", "registry.corp:5000", "-o", root); code != 0 || !strings.Contains(out, "wrote ") {
+	if code, out, errs := run("node", "render", "--runtime", "containerd", "--ca-file", ca, "--registry", "registry.corp:5000", "--write-dir", root); code != 0 || !strings.Contains(out, "wrote ") {
 		t.Fatalf("render -o: %d\n%s\n%s", code, out, errs)
 	}
 	cfg := filepath.Join(root, "etc/containerd/config.toml")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/sniff"
@@ -149,7 +150,7 @@ func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
 // loopVia refuses a request that already passed through this proxy.
 func (s *Server) loopVia(via []string) *proxystatus.Error {
 	for _, v := range via {
-		if viaHas(v, s.opts.Via) {
+		if http1.ViaHas(v, s.opts.Via) {
 			return &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via}
 		}
 	}

@@ -60,19 +60,19 @@ func readAnswer(t *testing.T, br *bufio.Reader) bool {
 var everyListener = []listenerClient{
 	{"http", func(t *testing.T, l *listeners, dest, _ string) bool {
 		c := dialRaw(t, l.Addr)
-		c.send("GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", dest, dest)
-		return readAnswer(t, c.br)
+		c.Send("GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", dest, dest)
+		return readAnswer(t, c.BR)
 	}},
 	{"connect", func(t *testing.T, l *listeners, dest, _ string) bool {
 		c := dialRaw(t, l.Addr)
-		c.send("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest)
-		resp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodConnect})
+		c.Send("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest)
+		resp, err := http.ReadResponse(c.BR, &http.Request{Method: http.MethodConnect})
 		if err != nil || resp.StatusCode != 200 {
 			return false
 		}
-		c.send("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", dest)
-		defer c.c.Close() // the tunnel ends, and is logged
-		return readAnswer(t, c.br)
+		c.Send("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", dest)
+		defer c.C.Close() // the tunnel ends, and is logged
+		return readAnswer(t, c.BR)
 	}},
 	{"socks5", func(t *testing.T, l *listeners, dest, _ string) bool {
 		d, err := proxy.SOCKS5("tcp", l.socksAddr, nil, &net.Dialer{Timeout: 5 * time.Second})
@@ -92,9 +92,9 @@ var everyListener = []listenerClient{
 		ap := netip.MustParseAddrPort(addr)
 		l.orig.Store(&ap)
 		c := dialRaw(t, l.transAddr)
-		c.send("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", dest)
-		defer c.c.Close()
-		return readAnswer(t, c.br)
+		c.Send("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", dest)
+		defer c.C.Close()
+		return readAnswer(t, c.BR)
 	}},
 }
 
@@ -170,8 +170,8 @@ func TestSameVerdictOnEveryListener(t *testing.T) {
 			l := startListeners(t, tc.pc, prot)
 			if tc.hold {
 				c := dialRaw(t, l.Addr)
-				c.send("CONNECT %s HTTP/1.1\r\nHost: %[1]s\r\n\r\n", at("127.0.0.1"))
-				if resp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != 200 {
+				c.Send("CONNECT %s HTTP/1.1\r\nHost: %[1]s\r\n\r\n", at("127.0.0.1"))
+				if resp, err := http.ReadResponse(c.BR, &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != 200 {
 					t.Fatalf("the tunnel to hold: %v %v", resp, err)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/relay"
 	"egret.io/egret/internal/route"
@@ -161,7 +162,7 @@ func New(opts Options, st *State) (*Server, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		m:       opts.Metrics,
-		origins: newOriginPool(),
+		origins: http1.NewPool[originKey](),
 		via10:   "1.0 " + opts.Via + " (egret)",
 		via11:   "1.1 " + opts.Via + " (egret)",
 		conns:   map[*clientConn]struct{}{},
@@ -218,7 +219,7 @@ func (s *Server) SetState(st *State) error {
 // credentials; connections busy now are closed when their request ends.
 func (s *Server) RetireConnections() {
 	if s.origins != nil {
-		s.origins.retire()
+		s.origins.Retire()
 	}
 }
 
@@ -235,7 +236,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.connsMu.Unlock()
 	s.raw.close()
-	s.origins.close()
+	s.origins.Close()
 	var err error
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -252,7 +253,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		break
 	}
 	s.closeConns()
-	s.origins.close()
+	s.origins.Close()
 	select {
 	case <-s.stop:
 	default:

@@ -9,10 +9,11 @@ import (
 	"net/netip"
 	"time"
 
+	"strconv"
+
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/socks5"
-	"strconv"
 )
 
 // SOCKSOptions configure ServeSOCKS.

@@ -73,7 +73,7 @@ func (w *clientWatch) stop() ([]byte, bool) {
 		w.cancel()
 		return nil, false // it never started
 	}
-	w.c.SetReadDeadline(aLongTimeAgo)
+	w.c.SetReadDeadline(time.Unix(1, 0)) // in the past: the read returns
 	<-w.done
 	w.c.SetReadDeadline(time.Time{})
 	w.cancel()

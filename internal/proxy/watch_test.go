@@ -70,14 +70,14 @@ func TestClientGoneCancelsTheWait(t *testing.T) {
 	}
 	t.Run("http", func(t *testing.T) {
 		c := dialRaw(t, l.Addr)
-		c.send("GET http://slow.test:%s/ HTTP/1.1\r\nHost: slow.test\r\n\r\n", oport)
-		leave(c.c)
+		c.Send("GET http://slow.test:%s/ HTTP/1.1\r\nHost: slow.test\r\n\r\n", oport)
+		leave(c.C)
 		wantClosed(t, originClosed, "the origin connection")
 	})
 	t.Run("connect", func(t *testing.T) {
 		c := dialRaw(t, l.Addr)
-		c.send("CONNECT pooled.test:443 HTTP/1.1\r\nHost: pooled.test:443\r\n\r\n")
-		leave(c.c)
+		c.Send("CONNECT pooled.test:443 HTTP/1.1\r\nHost: pooled.test:443\r\n\r\n")
+		leave(c.C)
 		wantClosed(t, memberClosed, "the member's CONNECT")
 	})
 	t.Run("socks5", func(t *testing.T) {
@@ -98,8 +98,8 @@ func TestClientGoneCancelsTheWait(t *testing.T) {
 		ap := netip.MustParseAddrPort("127.0.0.1:443")
 		l.orig.Store(&ap)
 		c := dialRaw(t, l.transAddr)
-		c.send("GET / HTTP/1.1\r\nHost: pooled.test\r\n\r\n")
-		leave(c.c)
+		c.Send("GET / HTTP/1.1\r\nHost: pooled.test\r\n\r\n")
+		leave(c.C)
 		wantClosed(t, memberClosed, "the member's CONNECT")
 	})
 	// One line per listener says the client left.

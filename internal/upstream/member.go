@@ -34,7 +34,7 @@ type Member struct {
 
 	urls sync.Map // *credentials.Credential → *url.URL, for http.Transport
 
-	h      health
+	h      *health      // shared with the pool's Health table once in a pool
 	active atomic.Int64 // connections and requests in flight through the member
 }
 
@@ -90,7 +90,7 @@ func ParseMember(raw string) (*Member, error) {
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
 		return nil, fmt.Errorf("upstream proxy %s: bad port %q", display(raw, false), port)
 	}
-	m := &Member{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, Weight: 1}
+	m := &Member{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, Weight: 1, h: &health{}}
 	m.Name = m.URL.String()
 	var user, pw string
 	if u.User != nil {
@@ -269,13 +269,4 @@ func (m *Member) same(o *Member) bool {
 		return m.auth.Current().Same(o.auth.Current())
 	}
 	return m.auth == o.auth
-}
-
-// adoptHealth copies o's health into m (a new member replacing o).
-func (m *Member) adoptHealth(o *Member) {
-	m.h.downUntil.Store(o.h.downUntil.Load())
-	m.h.fails.Store(o.h.fails.Load())
-	o.h.mu.Lock()
-	m.h.lastErr, m.h.lastChange = o.h.lastErr, o.h.lastChange
-	o.h.mu.Unlock()
 }

@@ -73,6 +73,10 @@ type Pool struct {
 	Events *Events
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
+	// Health keeps the members' health by pool and member name, so that
+	// it survives a rebuilt pool (a reloaded configuration) and a changed
+	// member list; nil gives the pool a table of its own.
+	Health *Health
 
 	next atomic.Uint64
 	snap atomic.Pointer[snapshot]
@@ -95,8 +99,12 @@ func (p *Pool) snapshot() *snapshot {
 	if s := p.snap.Load(); s != nil {
 		return s
 	}
+	if p.Health == nil {
+		p.Health = &Health{}
+	}
 	for _, m := range p.Members {
 		m.UseStore(p.Credentials)
+		m.h = p.Health.entry(p.Name, m.Name)
 	}
 	s := newSnapshot(append([]*Member(nil), p.Members...))
 	p.snap.Store(s)
@@ -107,9 +115,9 @@ func (p *Pool) snapshot() *snapshot {
 func (p *Pool) Current() []*Member { return p.snapshot().all }
 
 // SetMembers replaces the member list. A member whose URL, weight, backup
-// flag and credentials are unchanged is kept as it is (with its health and
-// connection count); a changed member takes over the health of the one with
-// the same URL. It returns the members that are no longer used.
+// flag and credentials are unchanged is kept as it is (with its connection
+// count); every member finds its health in the pool's Health table by its
+// URL. It returns the members that are no longer used.
 func (p *Pool) SetMembers(ms []*Member) (removed []*Member) {
 	old := p.snapshot()
 	p.mu.Lock()
@@ -122,13 +130,10 @@ func (p *Pool) SetMembers(ms []*Member) (removed []*Member) {
 	kept := map[*Member]bool{}
 	for _, m := range ms {
 		m.UseStore(p.Credentials)
-		if o := byName[m.Name]; o != nil {
-			if o.same(m) {
-				m = o
-			} else {
-				m.adoptHealth(o)
-			}
+		if o := byName[m.Name]; o != nil && o.same(m) {
+			m = o
 		}
+		m.h = p.Health.entry(p.Name, m.Name)
 		kept[m] = true
 		next = append(next, m)
 	}
@@ -225,6 +230,17 @@ type Tunnel struct {
 	// already read from Conn; they belong to the tunnel and must be relayed
 	// first.
 	Prefix []byte
+}
+
+// Credential is a member's user name and password, as Try receives it.
+type Credential = credentials.Credential
+
+// AuthHeader is the Proxy-Authorization value for c, "" for none.
+func AuthHeader(c *Credential) string {
+	if c == nil {
+		return ""
+	}
+	return c.AuthHeader()
 }
 
 // Try is one attempt through member m with credential cred (nil: none),
@@ -428,7 +444,8 @@ func hostOf(target string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
 }
 
-func (p *Pool) timeout() time.Duration {
+// Timeout is ConnectTimeout, or DefaultConnectTimeout when that is zero.
+func (p *Pool) Timeout() time.Duration {
 	if p.ConnectTimeout > 0 {
 		return p.ConnectTimeout
 	}
@@ -439,7 +456,7 @@ func (p *Pool) timeout() time.Duration {
 // (nil: none): no failover, no fallback, no health verdict (Do's work). It
 // returns the member's status code (0 when it did not answer).
 func (p *Pool) OpenTunnel(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout())
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout())
 	defer cancel()
 	if m.URL.Scheme == SchemeSOCKS5 {
 		t, err := p.dialSOCKS(ctx, m, target, cred)

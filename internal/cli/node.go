@@ -40,6 +40,7 @@ func newNodeRenderCmd() *cobra.Command {
 	var (
 		rt, proxy, proxyFile, outDir, output string
 		noProxy, registries                  []string
+		caFile                               string
 	)
 	cmd := &cobra.Command{
 		Use:   "render --runtime containerd|crio|docker|kubelet --proxy URL [--no-proxy LIST] [--registry HOST]... [--write-dir DIR] [-o text|json]",
@@ -77,8 +78,11 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			if err != nil {
 				return nodeUsageErr(err)
 			}
+			if caFile != "" && proxy == "" && proxyFile == "" {
+				return renderNodeCA(cmd, r, caFile, registries, outDir)
+			}
 			if (proxy == "") == (proxyFile == "") {
-				return nodeUsageErr(errors.New("give exactly one of --proxy and --proxy-file"))
+				return nodeUsageErr(errors.New("give exactly one of --proxy and --proxy-file (or only --ca-file)"))
 			}
 			if proxyFile != "" {
 				b, err := readSmallFile(proxyFile, cmd.InOrStdin())
@@ -118,16 +122,25 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 					fmt.Fprintf(stderr, "egret: the proxy URL has credentials: %s (mode 0600) is written only with --write-dir DIR\n", out.EnvFile.Path)
 				}
 				fmt.Fprintf(stderr, "egret: install as %s, %s", out.DropIn.Path, steps)
+				if caFile != "" {
+					return renderNodeCA(cmd, r, caFile, registries, "")
+				}
 				return nil
 			}
 			for _, p := range written {
 				fmt.Fprintf(stdout, "wrote %s\n", p)
 			}
 			fmt.Fprint(stdout, steps)
+			if caFile != "" {
+				// --write-dir is the drop-in directory here, not the node's
+				// root: print the CA files.
+				return renderNodeCA(cmd, r, caFile, registries, "")
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&caFile, "ca-file", "", "PEM of the CA the runtime must trust for the --registry hosts (_default: every registry, containerd): hosts.toml + ca.crt, or certs.d/<registry>/ca.crt; alone, --write-dir is the node's root (/)")
 	f.StringVar(&rt, "runtime", "", "containerd, crio, docker or kubelet (required)")
 	f.StringVar(&proxy, "proxy", "", "proxy URL for http and https (http://host:port)")
 	f.StringVar(&proxyFile, "proxy-file", "", "read the proxy URL from this file (- for stdin); use it for URLs with credentials")
@@ -177,6 +190,7 @@ func newNodeCheckCmd() *cobra.Command {
 		rt, process, unit, out string
 		registries, unitDirs   []string
 		expectProxy            bool
+		caFile, caRoot         string
 	)
 	cmd := &cobra.Command{
 		Use:   "check [--pid PID | --runtime NAME | --process NAME] --registry HOST ...",
@@ -216,6 +230,9 @@ environment that cannot be read (run as root).`,
 					o.Process = r.Process()
 				}
 			}
+			if caFile != "" {
+				return checkNodeCA(cmd, o.Runtime, caFile, caRoot, registries, out)
+			}
 			if pid == 0 && o.Process == "" {
 				return nodeUsageErr(errors.New("give --pid, --runtime or --process"))
 			}
@@ -252,6 +269,8 @@ environment that cannot be read (run as root).`,
 	f.BoolVar(&expectProxy, "expect-proxy", false, "fail when the process has no HTTP_PROXY/HTTPS_PROXY")
 	f.StringSliceVar(&unitDirs, "unit-dir", nil, "systemd unit directories to read, highest precedence first (default: the systemd search path)")
 	f.StringVarP(&out, "output", "o", "text", "output format: text or json")
+	f.StringVar(&caFile, "ca-file", "", "check instead that --runtime trusts this CA (PEM) for every --registry (hosts.toml / certs.d)")
+	f.StringVar(&caRoot, "ca-root", "/", "the node's root file system (for --ca-file; e.g. /host in a debug pod)")
 	return cmd
 }
 

@@ -1,13 +1,13 @@
 package webhook
 
 import (
-	"bytes"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	goldenfile "egret.io/egret/internal/testutil/golden"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -337,24 +337,6 @@ func FuzzMutate(f *testing.F) {
 	})
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("EGRET_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (EGRET_UPDATE_GOLDEN=1 writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden; got:\n%s", name, got)
-	}
-}
-
 func TestIptablesVariant(t *testing.T) {
 	for image, want := range map[string]string{
 		"ghcr.io/egret-io/egret:0.1.0":    "ghcr.io/egret-io/egret:0.1.0-iptables",
@@ -382,4 +364,9 @@ func TestIptablesVariant(t *testing.T) {
 	if !strings.Contains(res.Denied, "--iptables-image") {
 		t.Errorf("Denied = %q, want the --iptables-image advice", res.Denied)
 	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	goldenfile.Check(t, filepath.Join("testdata", name), got)
 }

@@ -219,15 +219,31 @@ func (w *warner) list() []string {
 }
 
 func injectEnv(c *corev1.Container, d desired, w *warner) {
+	idx := func(name string) int {
+		return slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == name })
+	}
 	for _, e := range d.env {
-		i := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == e.name })
+		i := idx(e.name)
 		if i < 0 {
+			// The user set only the other case of this variable: give this
+			// case the user's value too, or the two cases would disagree
+			// (one client through egret, another the user's way).
+			if o := idx(otherCase(e.name)); o >= 0 && otherCase(e.name) != e.name {
+				have := c.Env[o]
+				c.Env = append(c.Env, corev1.EnvVar{Name: e.name, Value: have.Value, ValueFrom: have.ValueFrom.DeepCopy()})
+				continue
+			}
 			c.Env = append(c.Env, corev1.EnvVar{Name: e.name, Value: e.value})
 			continue
 		}
 		have := c.Env[i]
 		if have.ValueFrom != nil || have.Value == e.value {
 			continue // from a Secret or ConfigMap, or already ours: keep
+		}
+		if up := strings.ToUpper(e.name); up != e.name {
+			if j := idx(up); j >= 0 && c.Env[j].ValueFrom == nil && c.Env[j].Value == have.Value {
+				continue // both cases agree: one warning, for the upper case
+			}
 		}
 		if strings.EqualFold(e.name, "NO_PROXY") {
 			if missing := missingEntries(have.Value, d.noProxy); len(missing) > 0 {
@@ -238,6 +254,18 @@ func injectEnv(c *corev1.Container, d desired, w *warner) {
 		w.add("kept:"+e.name, c.Name, fmt.Sprintf("kept your %s=%s (egret would set %s)", e.name, redact(have.Value), redact(e.value)))
 	}
 	injectJava(c, d.java, w)
+}
+
+// otherCase returns the other-case name of a proxy variable (HTTP_PROXY ↔
+// http_proxy); a variable with one case only (NODE_USE_ENV_PROXY) is its own.
+func otherCase(name string) string {
+	switch name {
+	case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY":
+		return strings.ToLower(name)
+	case "http_proxy", "https_proxy", "no_proxy":
+		return strings.ToUpper(name)
+	}
+	return name
 }
 
 // injectJava appends egret's -D properties to JAVA_TOOL_OPTIONS, keeping

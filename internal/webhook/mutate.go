@@ -48,16 +48,24 @@ func OptedIn(pod *corev1.Pod, ns *corev1.Namespace, p *Policy) (bool, string) {
 	if p.Excluded[name] {
 		return false, fmt.Sprintf("namespace %s is excluded", name)
 	}
-	switch v := pod.Annotations[InjectAnnotation]; v {
-	case "true":
-		return true, "pod annotation " + InjectAnnotation + "=true"
-	case "false":
-		return false, "pod annotation " + InjectAnnotation + "=false"
+	// The label is what the webhook configurations select on (a pod outside
+	// an opted-in namespace calls the webhook only with the label); the
+	// annotation is read too, for pods that reach the webhook anyway.
+	for _, src := range []struct {
+		what string
+		m    map[string]string
+	}{{"label", pod.Labels}, {"annotation", pod.Annotations}} {
+		switch v := src.m[InjectAnnotation]; v {
+		case "true":
+			return true, "pod " + src.what + " " + InjectAnnotation + "=true"
+		case "false":
+			return false, "pod " + src.what + " " + InjectAnnotation + "=false"
+		}
 	}
 	if ns != nil && ns.Labels[discovery.InjectLabel] == discovery.InjectEnabled {
 		return true, "namespace label " + discovery.InjectLabel + "=" + discovery.InjectEnabled
 	}
-	return false, "not opted in (label the namespace " + discovery.InjectLabel + "=" + discovery.InjectEnabled + " or annotate the pod " + InjectAnnotation + `: "true")`
+	return false, "not opted in (label the namespace " + discovery.InjectLabel + "=" + discovery.InjectEnabled + " or the pod " + InjectAnnotation + `: "true")`
 }
 
 func podNamespace(pod *corev1.Pod, ns *corev1.Namespace) string {
@@ -65,6 +73,17 @@ func podNamespace(pod *corev1.Pod, ns *corev1.Namespace) string {
 		return ns.Name
 	}
 	return pod.Namespace
+}
+
+const podSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
+
+// podSecurityLevel is the namespace's enforced Pod Security level ("" when
+// none is set: the cluster default, privileged unless configured).
+func podSecurityLevel(ns *corev1.Namespace) string {
+	if ns == nil {
+		return ""
+	}
+	return strings.ToLower(strings.TrimSpace(ns.Labels[podSecurityEnforceLabel]))
 }
 
 // modeFor picks the pod's mode: pod annotation, then namespace annotation,
@@ -122,6 +141,14 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 	if mode == Gateway && p.Gateway == nil {
 		out.Denied = "egret: gateway mode asked for, but the webhook has no --gateway-url"
 		return out
+	}
+	if mode == Transparent {
+		if level := podSecurityLevel(in.Namespace); level == "baseline" || level == "restricted" {
+			out.Denied = fmt.Sprintf("egret: transparent mode needs the %s init container with NET_ADMIN and NET_RAW as root, which namespace %s's Pod Security level %q (label %s) forbids. "+
+				"Use %s: gateway or sidecar, with a NetworkPolicy that lets the pods reach only the gateway (deploy/app-namespace), or set the namespace's level to privileged",
+				IptablesName, podNamespace(pod, in.Namespace), level, podSecurityEnforceLabel, ModeAnnotation)
+			return out
+		}
 	}
 	out.Mode = mode
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"egret.io/egret/internal/discovery"
@@ -423,14 +424,18 @@ func TestAdmissionSurvivesLostLease(t *testing.T) {
 	}
 	ours := holder()
 	// Another replica takes the Lease for an hour.
-	l, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("another-replica")
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("another-replica")
-	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // past the renew deadline: leadership is lost

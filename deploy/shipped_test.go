@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"egret.io/egret/internal/discovery"
@@ -324,7 +325,11 @@ func TestShippedInstall(t *testing.T) {
 	}
 	// egret's own namespace never calls its webhook.
 	before = mutateCalls()
-	if p := create(mk(ns, "own", map[string]string{webhook.InjectAnnotation: "true"})); len(p.Spec.Containers[0].Env) != 0 {
+	own := mk(ns, "own", map[string]string{webhook.InjectAnnotation: "true"})
+	// egret's namespace enforces Pod Security restricted.
+	own.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	own.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	if p := create(own); len(p.Spec.Containers[0].Env) != 0 {
 		t.Errorf("pod in egret's own namespace mutated")
 	}
 	if n := mutateCalls(); n != before {

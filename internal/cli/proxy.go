@@ -10,7 +10,7 @@ import (
 
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/logsink"
-	"egret.io/egret/internal/proxy"
+	"egret.io/egret/internal/proxyd"
 )
 
 func newProxyCmd() *cobra.Command {
@@ -40,7 +40,8 @@ With no upstream configured, everything not denied goes direct.`,
 			if file == "" {
 				file = os.Getenv("EGRET_CONFIG")
 			}
-			cfg, err := config.Load(config.Sources{File: file, Flags: flags})
+			src := config.Sources{File: file, Flags: flags}
+			cfg, err := config.Load(src)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -51,7 +52,13 @@ With no upstream configured, everything not denied goes direct.`,
 			log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LevelVar()}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return proxy.Run(ctx, cfg, proxy.RunOptions{Version: Version, Logger: log, AccessLog: out})
+			// SIGHUP and a change of the configuration file reload routes,
+			// rules and pools.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			return proxyd.Run(ctx, cfg, proxyd.Options{Version: Version, Logger: log, AccessLog: out,
+				Reload: func() (*config.Proxy, error) { return config.Load(src) }, ConfigFile: file, Hangup: hup})
 		},
 	}
 	cmd.Flags().StringVar(&file, "config", "", "YAML configuration file (env EGRET_CONFIG)")

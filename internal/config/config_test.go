@@ -287,3 +287,18 @@ func hasNote(p *Proxy, s string) bool {
 	}
 	return false
 }
+
+func TestSplitMembers(t *testing.T) {
+	for in, want := range map[string][]string{
+		"http://a:3128,http://b:3128":           {"http://a:3128", "http://b:3128"},
+		"http://u:pa,ss@a:3128,http://b:3128":   {"http://u:pa,ss@a:3128", "http://b:3128"},
+		"http://u:p,a,ss@a:3128":                {"http://u:p,a,ss@a:3128"},
+		"a:3128,b:3128":                         {"a:3128", "b:3128"},
+		"http://u:p%2Cw@a:3128,socks5://c:1080": {"http://u:p%2Cw@a:3128", "socks5://c:1080"},
+		"http://u:p@a:3128,x@b:3128":            {"http://u:p@a:3128", "x@b:3128"},
+	} {
+		if got := splitMembers(in); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("splitMembers(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

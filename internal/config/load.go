@@ -320,7 +320,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		{"EGRET_HEADER_READ_TIMEOUT", f.Timeouts.HeaderRead, 0, &p.Timeouts.HeaderRead},
 		{"EGRET_CLIENT_IDLE_TIMEOUT", f.Timeouts.ClientIdle, 0, &p.Timeouts.ClientIdle},
 		{"EGRET_TUNNEL_IDLE_TIMEOUT", f.Timeouts.TunnelIdle, 0, &p.Timeouts.TunnelIdle},
-		{"", f.Timeouts.ResponseHeader, 0, &p.Timeouts.ResponseHeader},
+		{"EGRET_RESPONSE_HEADER_TIMEOUT", f.Timeouts.ResponseHeader, DefaultResponseHeaderTimeout, &p.Timeouts.ResponseHeader},
 		{"EGRET_DRAIN_PERIOD", f.Drain.Period, drainPeriod, &p.DrainPeriod},
 		{"EGRET_DRAIN_TIMEOUT", f.Drain.Timeout, DefaultDrainTimout, &p.DrainTimeout},
 	}
@@ -368,6 +368,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	p.ReadyNeedsUpstream = p.Role == RoleGateway
 	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.ReadyNeedsUpstream, bad)
 	p.PProf = l.boolean("EGRET_PPROF", p.PProf, bad)
+	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
 	p.AccessLog = l.boolean("EGRET_ACCESS_LOG", p.AccessLog, bad)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -476,21 +477,45 @@ func parseMembers(raws []string, where string) ([]*upstream.Member, error) {
 	return out, errors.Join(errs...)
 }
 
+// splitMembers splits a comma-separated list of upstream URLs. A comma
+// inside a password that was not percent-encoded (%2C) is kept where it
+// is unambiguous: a piece with user information ("pa,ss@host") but no
+// scheme belongs to the piece before it that has a scheme and no user
+// information yet ("http://u:pa"), with every piece between.
+func splitMembers(v string) []string {
+	ps := strings.Split(v, ",")
+	var out []string
+	for i := 0; i < len(ps); i++ {
+		p := ps[i]
+		if k := strings.Index(p, "://"); k >= 0 && !strings.Contains(p[k:], "@") {
+			// Does the user information go on past this comma?
+			for j := i + 1; j < len(ps) && !strings.Contains(ps[j], "://"); j++ {
+				if strings.Contains(ps[j], "@") {
+					p, i = strings.Join(ps[i:j+1], ","), j
+					break
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // defaultPoolFromEnv returns the default pool's members from the first
 // upstream source that is set: --upstream, UPSTREAM_PROXY, PROXY_HOST,
 // then the proxy's own HTTPS_PROXY/https_proxy/HTTP_PROXY/http_proxy.
 // It returns nil when none is set.
 func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
 	if v, ok := l.src.Flags["UPSTREAM_PROXY"]; ok {
-		for _, r := range strings.Split(v, ",") {
+		for _, r := range splitMembers(v) {
 			if strings.Contains(r, "@") {
 				return nil, fmt.Errorf("--upstream %s: credentials on the command line are visible to every process (ps, /proc); set UPSTREAM_PROXY or PROXY_USER/PROXY_PASS in the environment instead", upstream.Redact(r))
 			}
 		}
-		return parseMembers(strings.Split(v, ","), "--upstream")
+		return parseMembers(splitMembers(v), "--upstream")
 	}
 	if v := l.env("UPSTREAM_PROXY"); strings.TrimSpace(v) != "" {
-		return parseMembers(strings.Split(v, ","), "UPSTREAM_PROXY")
+		return parseMembers(splitMembers(v), "UPSTREAM_PROXY")
 	}
 	if host := strings.TrimSpace(l.env("PROXY_HOST")); host != "" {
 		scheme := strings.ToLower(strings.TrimSpace(l.env("PROXY_SCHEME")))

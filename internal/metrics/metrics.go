@@ -85,6 +85,12 @@ type Metrics struct {
 	ConfigReloads *prometheus.CounterVec
 	// Ready is 1 while the proxy is ready to serve.
 	Ready prometheus.Gauge
+	// AcceptErrors counts failed accepts by listener kind and reason
+	// (too_many_open_files, other); each is followed by a back-off.
+	AcceptErrors *prometheus.CounterVec
+	// GuardRefusals counts destinations the SSRF guard refused, by address
+	// class (loopback, private, link_local, ...).
+	GuardRefusals *prometheus.CounterVec
 }
 
 // New creates the catalog on a new registry, with Go and process collectors.
@@ -174,6 +180,14 @@ func New(version string) *Metrics {
 			Name: "egret_ready",
 			Help: "1 while egret is ready to serve.",
 		}),
+		AcceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egret_proxy_accept_errors_total",
+			Help: "Failed accepts (each followed by a back-off), by listener kind and reason (too_many_open_files, other).",
+		}, []string{"kind", "reason"}),
+		GuardRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egret_proxy_guard_refusals_total",
+			Help: "Destinations the SSRF guard refused, by address class.",
+		}, []string{"class"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "egret_build_info",
@@ -192,7 +206,7 @@ func New(version string) *Metrics {
 	m.collectors = []prometheus.Collector{m.Requests, m.Duration, m.TunnelsOpen, m.Bytes, m.UpstreamConnect,
 		m.UpstreamErrors, m.UpstreamResponses, m.UpstreamAttempts, m.UpstreamMemberDown, m.UpstreamProbes,
 		m.CredentialFallbacks, m.BreakerTransitions, m.LimitRejections, m.PolicyDenials, m.WouldDeny, m.live,
-		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, info,
+		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	r.MustRegister(m.collectors...)
 	m.collectors = append(m.collectors, m.TunnelsLimit) // registered by SetTunnelsLimit

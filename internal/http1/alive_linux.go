@@ -1,4 +1,4 @@
-package proxy
+package http1
 
 import (
 	"net"
@@ -8,10 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// alive reports whether an idle connection can carry a request: nothing
+// Alive reports whether an idle connection can carry a request: nothing
 // (no data, no end of stream, no error) is waiting on its socket. It costs
 // one non-blocking peek.
-func alive(c net.Conn) bool {
+func Alive(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true

@@ -1,4 +1,4 @@
-package proxy
+package proxyd
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -26,6 +25,8 @@ import (
 type egret struct {
 	Proxy, Admin string
 	Log          *testutil.SyncBuffer
+	ConfigFile   string         // the YAML file, as the command watches it
+	Hangup       chan os.Signal // SIGHUP, as the command delivers it
 }
 
 // runEgret starts Run with env (nothing else of the process environment)
@@ -61,9 +62,12 @@ func runEgret(t *testing.T, env map[string]string, yaml string, hosts map[string
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan Addrs, 1)
 	done := make(chan error, 1)
+	hup := make(chan os.Signal, 1)
+	// Reload, ConfigFile and Hangup as egret proxy gives them.
 	go func() {
-		done <- Run(ctx, cfg, RunOptions{Version: "test", AccessLog: logs, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			Started: func(a Addrs) { started <- a }})
+		done <- Run(ctx, cfg, Options{Version: "test", AccessLog: logs, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Started: func(a Addrs) { started <- a },
+			Reload:  func() (*config.Proxy, error) { return config.Load(src) }, ConfigFile: src.File, Hangup: hup})
 	}()
 	var a Addrs
 	select {
@@ -80,7 +84,7 @@ func runEgret(t *testing.T, env map[string]string, yaml string, hosts map[string
 			t.Logf("egret log:\n%s", logs.String())
 		}
 	})
-	return &egret{Proxy: a.Proxy, Admin: a.Admin, Log: logs}
+	return &egret{Proxy: a.Proxy, Admin: a.Admin, Log: logs, ConfigFile: src.File, Hangup: hup}
 }
 
 func (e *egret) metrics(t *testing.T) string {
@@ -92,23 +96,6 @@ func (e *egret) metrics(t *testing.T) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
-}
-
-// curl runs the real curl through proxy; tunnel uses CONNECT (-p).
-func curl(t *testing.T, proxyAddr, url string, tunnel bool) (code string, body string, err error) {
-	t.Helper()
-	bin := testutil.NeedTool(t, "curl")
-	args := []string{"-sS", "--max-time", "15", "-x", "http://" + proxyAddr, "-o", "-", "-w", "\n%{http_code}", url}
-	if tunnel {
-		args = append([]string{"-p"}, args...)
-	}
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	s := strings.TrimRight(string(out), "\n")
-	i := strings.LastIndexByte(s, '\n')
-	if i < 0 {
-		return s, "", err
-	}
-	return s[i+1:], s[:i], err
 }
 
 // TestPoolServesThroughBadMembers is the issue's acceptance test: a pool of
@@ -335,27 +322,6 @@ func TestMembersFileReload(t *testing.T) {
 	}
 }
 
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
-}
-
-func grep(s, substr string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // TestReadinessFollowsThePool: a gateway is not ready while every member
 // of a pool its routes use is down (load balancers then steer clients to
 // replicas that can serve); a sidecar stays ready, so an egress outage does
@@ -390,4 +356,91 @@ func TestReadinessFollowsThePool(t *testing.T) {
 			}
 		})
 	}
+}
+
+// silentMember accepts connections, reads what it is sent and never
+// answers: an upstream that hangs.
+func silentMember(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestSilentMemberIsBlamed: a member that accepts and never answers is
+// skipped once its timeout passes — idempotent requests and CONNECT go on
+// to the next member (a real Squid) — and marked down because that member
+// answered in its place; when no member answers, the destination is the
+// slow one and nobody is blamed; a POST is never sent twice (issue 11).
+func TestSilentMemberIsBlamed(t *testing.T) {
+	_, port := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok "+r.URL.Path) }))
+	hosts := map[string]string{"partner.test": "127.0.0.1"}
+	sq := squid.Start(t, squid.Options{User: squidUser, Password: squidPass, Hosts: hosts})
+	good := "http://" + squidUser + ":" + encPass + "@" + sq.Addr
+	env := func(members ...string) map[string]string {
+		return map[string]string{"UPSTREAM_PROXY": strings.Join(members, ","), "EGRET_RESPONSE_HEADER_TIMEOUT": "400ms",
+			"EGRET_UPSTREAM_CONNECT_TIMEOUT": "400ms", "EGRET_UPSTREAM_POLICY": "round_robin"}
+	}
+	up := func(mt, addr, v string) bool {
+		return strings.Contains(mt, `egret_upstream_member_up{member="http://`+addr+`",pool="default"} `+v)
+	}
+	for _, tunnel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tunnel-%v", tunnel), func(t *testing.T) {
+			silent := silentMember(t)
+			e := runEgret(t, env("http://"+silent, good), "", nil)
+			start := time.Now()
+			code, body, err := curl(t, e.Proxy, "http://partner.test:"+port+"/first", tunnel)
+			if err != nil || code != "200" || body != "ok /first" {
+				t.Fatalf("first request: %v %s %q", err, code, body)
+			}
+			if d := time.Since(start); d < 400*time.Millisecond {
+				t.Fatalf("the first request took %v: it did not try the silent member first", d)
+			}
+			mt := e.metrics(t)
+			if !up(mt, silent, "0") || !up(mt, sq.Addr, "1") {
+				t.Fatalf("the silent member is not blamed:\n%s", grep(mt, "egret_upstream_member_up"))
+			}
+			start = time.Now()
+			if code, _, _ := curl(t, e.Proxy, "http://partner.test:"+port+"/second", tunnel); code != "200" {
+				t.Fatalf("second request: %s", code)
+			}
+			if d := time.Since(start); d > 300*time.Millisecond {
+				t.Errorf("the second request took %v: the silent member was tried again", d)
+			}
+		})
+	}
+	t.Run("nobody-answers", func(t *testing.T) {
+		a, b := silentMember(t), silentMember(t)
+		e := runEgret(t, env("http://"+a, "http://"+b), "", nil)
+		code, _, _ := curl(t, e.Proxy, "http://partner.test:"+port+"/", false)
+		if code != "504" {
+			t.Fatalf("no member answers: %s, want 504", code)
+		}
+		if mt := e.metrics(t); !up(mt, a, "1") || !up(mt, b, "1") {
+			t.Errorf("a member was blamed for a destination nobody reached:\n%s", grep(mt, "egret_upstream_member_up"))
+		}
+	})
+	t.Run("post-is-not-repeated", func(t *testing.T) {
+		silent := silentMember(t)
+		e := runEgret(t, env("http://"+silent, good), "", nil)
+		c := dialRaw(t, e.Proxy)
+		c.Send("POST http://partner.test:%s/pay HTTP/1.1\r\nHost: partner.test\r\nContent-Length: 2\r\n\r\nhi", port)
+		resp, body := c.Read("POST")
+		wantProxyStatus(t, resp, body, http.StatusGatewayTimeout, "connection_read_timeout")
+		if n := strings.Count(strings.Join(sq.AccessLog(), "\n"), "/pay"); n != 0 {
+			t.Errorf("the POST reached the second member too (%d times)", n)
+		}
+	})
 }

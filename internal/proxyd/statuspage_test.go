@@ -1,4 +1,4 @@
-package proxy
+package proxyd
 
 import (
 	"encoding/json"

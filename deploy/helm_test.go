@@ -160,7 +160,7 @@ func TestHelmValues(t *testing.T) {
 	if wc.Resources.Limits.Memory().String() != "300Mi" {
 		t.Errorf("webhook resources %v", wc.Resources)
 	}
-	if gc := container(t, objs, "egret-gateway"); gc.Image != "registry.corp.example/mirror/egret:9.9.9" || gc.EnvFrom[1].SecretRef.Name != "corp-gw" {
+	if gc := container(t, objs, "egret-gateway"); gc.Image != "registry.corp.example/mirror/egret:9.9.9" || gc.EnvFrom[0].SecretRef.Name != "corp-gw" {
 		t.Errorf("gateway image %s, envFrom %v", gc.Image, gc.EnvFrom)
 	}
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {

@@ -361,13 +361,21 @@ func TestShippedInstall(t *testing.T) {
 	}
 	gc := container(t, objs, "egret-gateway")
 	gargs, genv := podArgs(gc, ns)
-	for _, ef := range gc.EnvFrom {
-		if ef.ConfigMapRef != nil && ef.ConfigMapRef.Name == discovery.ConfigMapName {
-			for k, v := range common.Data {
-				if !strings.Contains(k, ".") { // keys that are variable names
-					genv[k] = v
-				}
+	for _, e := range gc.Env {
+		if r := e.ValueFrom; r != nil && r.ConfigMapKeyRef != nil {
+			if r.ConfigMapKeyRef.Name != discovery.ConfigMapName {
+				t.Fatalf("gateway env %s from ConfigMap %s: the test knows only %s", e.Name, r.ConfigMapKeyRef.Name, discovery.ConfigMapName)
 			}
+			v, ok := common.Data[r.ConfigMapKeyRef.Key]
+			if !ok {
+				t.Fatalf("gateway env %s: key %s not in %s (keys %v)", e.Name, r.ConfigMapKeyRef.Key, discovery.ConfigMapName, common.Data)
+			}
+			genv[e.Name] = v
+		}
+	}
+	for _, ef := range gc.EnvFrom {
+		if ef.ConfigMapRef != nil {
+			t.Fatalf("gateway envFrom ConfigMap %s: the test does not expand it", ef.ConfigMapRef.Name)
 		}
 	}
 	pport, aport := loopbackPort(t), loopbackPort(t)

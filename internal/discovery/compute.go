@@ -157,6 +157,20 @@ func (r *Result) Values() []string {
 // Value returns the comma-joined NO_PROXY value.
 func (r *Result) Value() string { return strings.Join(r.Values(), ",") }
 
+// ProxyValue is Value without the bracketed IPv6 forms ("[::1]"): the
+// NO_PROXY for egret's own proxies (sidecar, gateway), which read NO_PROXY
+// with Go's rules, where a bracketed address without a port never matches
+// and is refused as a configuration error.
+func (r *Result) ProxyValue() string {
+	var out []string
+	for _, v := range r.Values() {
+		if !strings.HasPrefix(v, "[") {
+			out = append(out, v)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
 // Prefixes returns the entries that are address ranges or addresses, as
 // prefixes (a single address becomes a /32 or /128), in order: the cluster
 // ranges transparent mode keeps away from the proxy.

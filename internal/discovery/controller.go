@@ -175,10 +175,14 @@ func (c *Controller) track(ctx context.Context, _ reconcile.Request) (reconcile.
 	return reconcile.Result{}, nil
 }
 
+// ProxyKey holds the NO_PROXY for egret's own proxies (Result.ProxyValue):
+// the gateway reads it (configMapKeyRef) as its direct rules.
+const ProxyKey = "EGRET_NO_PROXY"
+
 // ConfigMapData returns the data of ConfigMapName for a namespace.
 func ConfigMapData(r *Result) map[string]string {
 	v := r.Value()
-	return map[string]string{"NO_PROXY": v, "no_proxy": v, ExplainKey: string(r.Explain())}
+	return map[string]string{"NO_PROXY": v, "no_proxy": v, ProxyKey: r.ProxyValue(), ExplainKey: string(r.Explain())}
 }
 
 // Resync makes the ConfigMap writer run again (after winning leadership).

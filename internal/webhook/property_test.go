@@ -16,6 +16,7 @@ import (
 
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/lint"
+	"egret.io/egret/internal/noproxy"
 )
 
 var (
@@ -250,6 +251,19 @@ func TestInjectionPassesValidation(t *testing.T) {
 		}
 		if v.Denied != "" || len(findings) > 0 {
 			fail("egret's own injection fails egret's validation:\n%s\n%s", v.Denied, strings.Join(findings, "\n"))
+		}
+		// egret's own sidecar must accept the NO_PROXY it is given.
+		for _, c := range m.Pod.Spec.InitContainers {
+			if c.Name != SidecarName {
+				continue
+			}
+			for _, e := range c.Env {
+				if strings.EqualFold(e.Name, "NO_PROXY") {
+					if _, errs := noproxy.Parse(e.Value); len(errs) > 0 {
+						fail("the sidecar's %s is refused by egret's proxy: %v", e.Name, errs)
+					}
+				}
+			}
 		}
 		again := Mutate(m.Pod, in)
 		if again.Denied != "" || !equality.Semantic.DeepEqual(again.Pod, m.Pod) {

@@ -113,7 +113,7 @@ func sidecarContainer(p *Policy, mode Mode, noProxy *discovery.Result) corev1.Co
 	}
 	// The sidecar's own direct rules: the cluster goes direct, the rest to
 	// its upstream (NO_PROXY is the proxy's direct list).
-	np := noProxy.Value()
+	np := noProxy.ProxyValue() // egret reads NO_PROXY with Go's rules: no "[::1]"
 	c.Env = []corev1.EnvVar{{Name: "NO_PROXY", Value: np}, {Name: "no_proxy", Value: np}}
 	switch {
 	case p.UpstreamSecret != "":

@@ -17,8 +17,9 @@ import (
 // writeSchemas turns the test API server's /openapi/v2 into one JSON schema
 // per kind, named as kubeconform's {{ .ResourceKind }}{{ .KindSuffix }}.json
 // template expects (deployment-apps-v1.json, service-v1.json), each with
-// every definition inlined under "definitions".
-func writeSchemas(t *testing.T, kc *kubetest.Cluster, dir string) {
+// the definitions it reaches inlined under "definitions", objects closed to unknown
+// fields (what kubeconform's own -strict schemas do).
+func writeSchemas(t *testing.T, kc *kubetest.Cluster, dir string, kinds map[string]bool) {
 	t.Helper()
 	raw, err := kc.Clientset.Discovery().RESTClient().Get().AbsPath("/openapi/v2").Do(context.Background()).Raw()
 	if err != nil {
@@ -36,6 +37,13 @@ func writeSchemas(t *testing.T, kc *kubetest.Cluster, dir string) {
 	fix = func(v any) {
 		switch x := v.(type) {
 		case map[string]any:
+			// Strict: kubeconform -strict reads schemas that refuse unknown
+			// fields (its -strict schema sets have this baked in).
+			if _, ok := x["properties"]; ok {
+				if _, set := x["additionalProperties"]; !set {
+					x["additionalProperties"] = false
+				}
+			}
 			if x["format"] == "int-or-string" {
 				delete(x, "type")
 				delete(x, "format")
@@ -61,12 +69,38 @@ func writeSchemas(t *testing.T, kc *kubetest.Cluster, dir string) {
 		for _, g := range gvks {
 			g := g.(map[string]any)
 			group, version, kind := g["group"].(string), g["version"].(string), g["kind"].(string)
+			if !kinds[kind] {
+				continue // only what the renderings use
+			}
 			name := strings.ToLower(kind)
 			if group != "" {
 				name += "-" + strings.Split(group, ".")[0]
 			}
 			name += "-" + version + ".json"
-			s := map[string]any{"$schema": "http://json-schema.org/schema#", "definitions": defs}
+			// Only the definitions this kind reaches.
+			reach := map[string]any{}
+			var walk func(v any)
+			walk = func(v any) {
+				switch x := v.(type) {
+				case map[string]any:
+					if ref, ok := x["$ref"].(string); ok {
+						name := strings.TrimPrefix(ref, "#/definitions/")
+						if _, seen := reach[name]; !seen {
+							reach[name] = defs[name]
+							walk(defs[name])
+						}
+					}
+					for _, c := range x {
+						walk(c)
+					}
+				case []any:
+					for _, c := range x {
+						walk(c)
+					}
+				}
+			}
+			walk(d)
+			s := map[string]any{"$schema": "http://json-schema.org/schema#", "definitions": reach}
 			for k, v := range d {
 				s[k] = v
 			}
@@ -80,8 +114,8 @@ func writeSchemas(t *testing.T, kc *kubetest.Cluster, dir string) {
 			n++
 		}
 	}
-	if n < 50 {
-		t.Fatalf("only %d schemas from /openapi/v2", n)
+	if n < len(kinds)-5 { // the CRD kinds have none
+		t.Fatalf("only %d schemas from /openapi/v2 for %d kinds", n, len(kinds))
 	}
 }
 
@@ -93,7 +127,6 @@ func TestKubeconform(t *testing.T) {
 	kc := kubetest.Require(t)
 	bin := testutil.CachedTool(t, "kubeconform")
 	dir := t.TempDir()
-	writeSchemas(t, kc, dir)
 	renderings := map[string][]byte{}
 	for _, k := range kustomizations {
 		_, y := render(t, k)
@@ -102,6 +135,13 @@ func TestKubeconform(t *testing.T) {
 	renderings["helm-default"] = helm(t, nil, "template", "egret", chart, "-n", "egret-system", "--kube-version", "1.37.2")
 	renderings["helm-all"] = helm(t, nil, "template", "egret", chart, "-n", "proxy-infra", "--kube-version", "1.37.2",
 		"--set", "monitoring.enabled=true,certManager.enabled=true,mode=transparent,image.iptables=r/e:1-iptables,sidecar.upstreamSecret=s")
+	kinds := map[string]bool{}
+	for _, y := range renderings {
+		for _, o := range decodeAll(t, y) {
+			kinds[o.GetKind()] = true
+		}
+	}
+	writeSchemas(t, kc, dir, kinds)
 	for name, y := range renderings {
 		cmd := exec.Command(bin, "-strict", "-summary", "-schema-location", dir+"/{{ .ResourceKind }}{{ .KindSuffix }}.json",
 			"-skip", "PrometheusRule,ServiceMonitor,PodMonitor,Certificate,Issuer", "-")

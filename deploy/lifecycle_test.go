@@ -28,8 +28,9 @@ func TestKustomizeReapplyAndUninstall(t *testing.T) {
 	objs, _ := render(t, "overlays/default")
 	apply := func() error {
 		for _, o := range objs {
-			// kubectl apply --server-side: field manager kubectl, no force.
-			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("kubectl")); err != nil {
+			// kubectl apply --server-side, no --force-conflicts: the same
+			// field manager as the install (TestApplyToAPIServer's).
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("egret-deploy-test")); err != nil {
 				return err
 			}
 		}
@@ -80,6 +81,12 @@ func TestKustomizeReapplyAndUninstall(t *testing.T) {
 	}
 	// 2. the rest (kubectl delete -k), 3. egret's ConfigMaps and labels.
 	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			// kubectl delete -k deletes it too; the test API server runs no
+			// namespace controller, so it would stay Terminating and block
+			// the tests after this one.
+			continue
+		}
 		if err := c.Delete(ctx, o.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
 		}

@@ -18,7 +18,6 @@ import (
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxy"
 	"egret.io/egret/internal/resolve"
-	"egret.io/egret/internal/rss"
 	"egret.io/egret/internal/socks5"
 	"egret.io/egret/internal/upstream"
 )
@@ -212,8 +211,8 @@ func (p *process) serve(ctx context.Context, cfg *config.Proxy) error {
 		run("socks", func() error { return s.ServeSOCKS(sl, so) })
 	}
 	// Drop the code pages only package initialisation touched (the
-	// Kubernetes libraries of other egret commands); see package rss.
-	if n, err := rss.ReleaseCode(); err != nil {
+	// Kubernetes libraries of other egret commands); see releaseCode.
+	if n, err := releaseCode(); err != nil {
 		log.Debug("release start-up pages", "error", err.Error())
 	} else {
 		log.Debug("released start-up pages", "bytes", n)

@@ -6,19 +6,6 @@ import (
 	"testing"
 )
 
-// CacheDir is $EGRET_CACHE, else ~/.cache/egret: where scripts/deps puts
-// the tools it builds.
-func CacheDir() string {
-	if d := os.Getenv("EGRET_CACHE"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache", "egret")
-}
-
 // CachedTool returns $EGRET_CACHE/tools/name (helm, kubeconform, promtool
 // from scripts/deps/50-deploy-tools.sh), or skips the test (fails it under
 // EGRET_REQUIRE_ALL=1) when it is not there.

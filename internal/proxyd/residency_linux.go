@@ -1,4 +1,4 @@
-package rss
+package proxyd
 
 import (
 	"bufio"
@@ -10,10 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ReleaseCode advises the kernel that the executable's read-only mappings
-// (code and read-only data) are not needed now; it returns how many bytes
-// of mappings it released. Writable mappings are never touched.
-func ReleaseCode() (int64, error) {
+// releaseCode keeps egret's resident memory to what it actually uses.
+// egret is one binary with many commands; Go runs every linked package's
+// initialisation at start, so a proxy also touches the Kubernetes client
+// libraries' code and type data once (scheme registration), and those pages
+// then stay resident for the life of a sidecar that never runs that code
+// again. releaseCode advises the kernel that the executable's read-only
+// mappings (code and read-only data) are not needed now: they are clean
+// copies of the executable, so any page still in use faults straight back
+// in from the page cache, and the resident set shrinks to the working set.
+// It returns how many bytes of mappings it released. Writable mappings are
+// never touched.
+func releaseCode() (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, err

@@ -54,7 +54,7 @@ func TestCompute(t *testing.T) {
 				KubernetesServiceIPs: addrs("10.96.0.1"),
 				APIServerAddrs:       map[string][]netip.Addr{"kubernetes": addrs("172.18.0.3")},
 			},
-			want: base + ",10.96.0.0/12,fd00:10:96::/112,10.96.0.1,172.18.0.3,10.244.0.0/23,fd00:10:244::/63,169.254.169.254,fd00:ec2::254",
+			want: base + ",10.96.0.0/12,fd00:10:96::/112,10.96.0.1,172.18.0.3,10.244.0.0/23,fd00:10:244::/63,169.254.169.254,fd00:ec2::254,[fd00:ec2::254]",
 		},
 		{
 			name: "flag-fallbacks-and-other-domain",

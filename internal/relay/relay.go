@@ -80,8 +80,9 @@ type direction struct {
 	buf      *[]byte
 	state    atomic.Int32
 	parkedFD int32 // the socket armed in the park set (valid while parked)
-	// more is set when the last read filled its buffer: the source likely
-	// has more at hand, so the next read goes without waiting first.
+	// more is set while the source may have bytes at hand: the next read
+	// (which never blocks) goes without waiting first. A read that finds
+	// nothing clears it, and the direction waits.
 	more bool
 	// sp splices the direction's bulk bursts (splice_linux.go); splicing
 	// is set once the direction filled its largest buffer, canSplice when
@@ -212,16 +213,16 @@ func (d *direction) relay() bool {
 			return false
 		}
 	}
+	d.more = true // try the source before waiting on it
 	for {
 		if !d.more {
-			// Where the source is not pollable (a TLS connection, say)
-			// wait does nothing and the read below blocks holding its
-			// buffer.
-			idle, err := d.w.wait(d.release, t.parkAfter)
-			if err != nil {
-				t.fail(err)
-				return false
-			}
+			// The source had nothing at hand: wait for it without a
+			// buffer. Where the source is not pollable (a TLS connection,
+			// say) wait returns at once and the read below blocks holding
+			// its buffer.
+			d.release()
+			idle := d.w.wait(t.parkAfter)
+			d.more = true
 			if idle {
 				// An idle direction starts small again when it resumes.
 				d.class, d.full, d.splicing, d.moved = 0, 0, false, 0
@@ -282,14 +283,13 @@ func (d *direction) relay() bool {
 				t.fail(werr)
 				return false
 			}
-			d.more = r == len(*d.buf)
 			d.moved += int64(r)
-			switch {
+			switch full := r == len(*d.buf); {
 			case d.canSplice && d.moved >= spliceAfter:
 				// A transfer: splice from now on.
 				d.release()
 				d.splicing = true
-			case !d.more:
+			case !full:
 				d.full = 0
 			case d.full+1 < growAfter:
 				d.full++
@@ -329,17 +329,16 @@ func closeWrite(c net.Conn) bool {
 }
 
 // waiter waits for a connection to become readable without holding a
-// buffer, where the connection allows it.
+// buffer, and reads it without blocking, where the connection allows it.
 type waiter struct {
 	conn net.Conn
 	rc   syscall.RawConn
-	peek [1]byte
 }
 
 func (w *waiter) init(c net.Conn) {
 	w.conn = c
 	if sc, ok := c.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil && canPeek {
+		if rc, err := sc.SyscallConn(); err == nil && rawReads {
 			w.rc = rc
 		}
 	}

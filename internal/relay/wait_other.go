@@ -4,9 +4,9 @@ package relay
 
 import "time"
 
-const canPeek = false
+const rawReads = false
 
-func (w *waiter) wait(release func(), parkAfter time.Duration) (bool, error) { return false, nil }
+func (w *waiter) wait(parkAfter time.Duration) bool { return false }
 
 type parkResult int
 

@@ -252,7 +252,6 @@ type runner struct {
 	dir    string
 	origin *origin
 	peers  []*peer
-	stderr io.Writer
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -287,7 +286,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rep.Settings = settings{Tests: opt.tests, Rounds: opt.rounds, Clients: opt.clients, Duration: opt.duration.String(),
 		BulkBytes: opt.bulk, Idle: opt.idle, Reference: opt.ref}
 
-	r := &runner{opt: opt, stderr: stderr}
+	r := &runner{opt: opt}
 	if r.dir, err = os.MkdirTemp("", "egret-bench-"); err != nil {
 		return err
 	}

@@ -341,8 +341,9 @@ func (rep *Report) writeTable(w io.Writer) {
 	if rep.Revision != "" {
 		fmt.Fprintf(w, "egret repository at %s\n", rep.Revision)
 	}
-	fmt.Fprintf(w, "%d round(s), medians; %d CPU(s), load average %s at the start, %s at the end\n\n",
-		rep.Settings.Rounds, rep.Machine.CPUs, loadString(rep.Machine.LoadStart), loadString(rep.Machine.LoadEnd))
+	fmt.Fprintf(w, "%s; %d round(s), medians; %d CPU(s), load average %s at the start, %s at the end\n\n",
+		rep.Started.Format("2006-01-02 15:04 MST"), rep.Settings.Rounds, rep.Machine.CPUs,
+		loadString(rep.Machine.LoadStart), loadString(rep.Machine.LoadEnd))
 	fmt.Fprintf(w, "| test | %s |\n|---|%s\n", strings.Join(names, " | "), strings.Repeat("---:|", len(names)))
 	for _, r := range rep.rows() {
 		cells := make([]string, len(names))

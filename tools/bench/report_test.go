@@ -168,6 +168,7 @@ func TestThousands(t *testing.T) {
 func tableReport() *Report {
 	rep := &Report{
 		Command:  "go run ./tools/bench -rounds 2",
+		Started:  time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC),
 		Machine:  machine{CPUs: 2, LoadStart: []float64{1, 2, 3}, LoadEnd: []float64{4, 5, 6}},
 		Settings: settings{Tests: allTests, Rounds: 2, BulkBytes: 1 << 30, Idle: []int{5000, 20000}, Reference: "ref"},
 		Proxies: []proxyInfo{

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"egret.io/egret/internal/node"
+	"egret.io/egret/internal/kubenode"
 )
 
 // Exit codes of `egret node`.
@@ -74,7 +74,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 				}
 				return nodeUsageErr(fmt.Errorf("unknown output format %q (want text or json)", output))
 			}
-			r, err := node.ParseRuntime(rt)
+			r, err := kubenode.ParseRuntime(rt)
 			if err != nil {
 				return nodeUsageErr(err)
 			}
@@ -93,7 +93,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			} else if strings.Contains(proxy, "@") {
 				fmt.Fprintln(cmd.ErrOrStderr(), "egret: warning: the --proxy URL carries credentials, which ps shows to every user; prefer --proxy-file")
 			}
-			out, err := node.Render(node.RenderOptions{Runtime: r, Proxy: proxy, NoProxy: noProxy, Registries: registries})
+			out, err := kubenode.Render(kubenode.RenderOptions{Runtime: r, Proxy: proxy, NoProxy: noProxy, Registries: registries})
 			if err != nil {
 				return nodeUsageErr(err)
 			}
@@ -101,7 +101,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			steps := fmt.Sprintf("then run: %s\nnote: %s\n", strings.Join(out.Steps, " && "), out.Note)
 			var written []string
 			if outDir != "" {
-				files := []node.File{out.DropIn}
+				files := []kubenode.File{out.DropIn}
 				if out.EnvFile != nil {
 					files = append(files, *out.EnvFile)
 				}
@@ -155,7 +155,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 
 // nodeRenderJSON is `node render -o json`: what was rendered, without the
 // content of a file that holds credentials.
-func nodeRenderJSON(r *node.Rendered, written []string) any {
+func nodeRenderJSON(r *kubenode.Rendered, written []string) any {
 	type file struct {
 		Path    string `json:"path"`
 		Mode    string `json:"mode"`
@@ -216,12 +216,12 @@ environment that cannot be read (run as root).`,
 			if out != "text" && out != "json" {
 				return nodeUsageErr(fmt.Errorf("unknown output format %q (want text or json)", out))
 			}
-			o := node.InspectOptions{PID: pid, Process: process, Unit: unit, Registries: registries, ExpectProxy: expectProxy}
+			o := kubenode.InspectOptions{PID: pid, Process: process, Unit: unit, Registries: registries, ExpectProxy: expectProxy}
 			if len(unitDirs) > 0 {
 				o.UnitDirs = unitDirs
 			}
 			if rt != "" {
-				r, err := node.ParseRuntime(rt)
+				r, err := kubenode.ParseRuntime(rt)
 				if err != nil {
 					return nodeUsageErr(err)
 				}
@@ -241,7 +241,7 @@ environment that cannot be read (run as root).`,
 					return nodeUsageErr(errors.New("--registry: empty host"))
 				}
 			}
-			rep, err := node.Inspect(o)
+			rep, err := kubenode.Inspect(o)
 			if err != nil {
 				return nodeUsageErr(err)
 			}
@@ -274,7 +274,7 @@ environment that cannot be read (run as root).`,
 	return cmd
 }
 
-func writeNodeReport(w io.Writer, r *node.Report) {
+func writeNodeReport(w io.Writer, r *kubenode.Report) {
 	started := ""
 	if !r.Started.IsZero() {
 		started = ", started " + r.Started.UTC().Format(time.RFC3339)
@@ -282,7 +282,7 @@ func writeNodeReport(w io.Writer, r *node.Report) {
 	fmt.Fprintf(w, "%s (pid %d%s)\n", r.Process, r.PID, started)
 	fmt.Fprintf(w, "environment (/proc/%d/environ):\n", r.PID)
 	n := 0
-	for _, name := range node.ProxyVars {
+	for _, name := range kubenode.ProxyVars {
 		if v, ok := r.Env[name]; ok {
 			fmt.Fprintf(w, "  %s=%s\n", name, v)
 			n++

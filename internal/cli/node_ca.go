@@ -10,17 +10,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"egret.io/egret/internal/node"
+	"egret.io/egret/internal/kubenode"
 )
 
 // renderNodeCA writes (or prints) the CA files of `egret node render
 // --ca-file`.
-func renderNodeCA(cmd *cobra.Command, r node.Runtime, caFile string, registries []string, outDir string) error {
+func renderNodeCA(cmd *cobra.Command, r kubenode.Runtime, caFile string, registries []string, outDir string) error {
 	ca, err := readSmallFileLimit(caFile, cmd, 1<<20)
 	if err != nil {
 		return nodeUsageErr(fmt.Errorf("--ca-file: %w", err))
 	}
-	out, err := node.RenderCA(node.CAOptions{Runtime: r, CA: ca, Registries: registries})
+	out, err := kubenode.RenderCA(kubenode.CAOptions{Runtime: r, CA: ca, Registries: registries})
 	if err != nil {
 		return nodeUsageErr(err)
 	}
@@ -49,7 +49,7 @@ func renderNodeCA(cmd *cobra.Command, r node.Runtime, caFile string, registries 
 }
 
 // checkNodeCA is `egret node check --ca-file`.
-func checkNodeCA(cmd *cobra.Command, r node.Runtime, caFile, root string, registries []string, format string) error {
+func checkNodeCA(cmd *cobra.Command, r kubenode.Runtime, caFile, root string, registries []string, format string) error {
 	if r == "" {
 		return nodeUsageErr(errors.New("--ca-file needs --runtime"))
 	}
@@ -60,7 +60,7 @@ func checkNodeCA(cmd *cobra.Command, r node.Runtime, caFile, root string, regist
 	if err != nil {
 		return nodeUsageErr(fmt.Errorf("--ca-file: %w", err))
 	}
-	checks, err := node.InspectCA(r, root, registries, ca)
+	checks, err := kubenode.InspectCA(r, root, registries, ca)
 	if err != nil {
 		return nodeUsageErr(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"egret.io/egret/internal/testutil/golden"
 )
 
 func cpu(s float64) *float64 { return &s }
@@ -207,35 +209,7 @@ func tableReport() *Report {
 func TestTableGolden(t *testing.T) {
 	var b bytes.Buffer
 	tableReport().writeTable(&b)
-	golden(t, "table.golden", b.Bytes())
-}
-
-// golden compares got with testdata/name, or rewrites it when
-// EGRET_UPDATE_GOLDEN=1.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("EGRET_UPDATE_GOLDEN") == "1" {
-		os.MkdirAll("testdata", 0o755)
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (EGRET_UPDATE_GOLDEN=1 writes it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (EGRET_UPDATE_GOLDEN=1 rewrites it)\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
-
-func TestNoUnusedGolden(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.golden")
-	if len(files) != 1 || filepath.Base(files[0]) != "table.golden" {
-		t.Errorf("testdata holds %v; the tests use table.golden only", files)
-	}
+	golden.Check(t, "testdata/table.golden", b.Bytes())
 }
 
 // TestDocsMatchHarness ties docs/performance.md to the harness: the table

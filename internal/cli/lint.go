@@ -10,6 +10,7 @@ import (
 
 	"egret.io/egret/internal/lint"
 	"egret.io/egret/internal/noproxy"
+	"egret.io/egret/internal/version"
 )
 
 // Exit codes of `egret lint`.
@@ -20,13 +21,14 @@ const (
 
 func newLintCmd() *cobra.Command {
 	var (
-		output      string
-		cidrs       []string
-		domain      string
-		apiIPs      []string
-		expectProxy string
-		metadata    []string
-		docsBase    string
+		output       string
+		cidrs        []string
+		domain       string
+		apiIPs       []string
+		expectProxy  string
+		intercepting []string
+		metadata     []string
+		docsBase     string
 	)
 	cmd := &cobra.Command{
 		Use:   "lint [flags] PATH|- ...",
@@ -59,7 +61,7 @@ objects are still printed).`,
 			default:
 				return usage(fmt.Errorf("unknown output format %q (want text, json or sarif)", output))
 			}
-			cl := lint.Cluster{Domain: strings.TrimSuffix(strings.TrimPrefix(domain, "."), "."), Proxy: expectProxy}
+			cl := lint.Cluster{Domain: strings.TrimSuffix(strings.TrimPrefix(domain, "."), "."), Proxy: expectProxy, InterceptingProxies: intercepting}
 			for _, list := range cidrs {
 				for _, s := range strings.Split(list, ",") {
 					if s = strings.TrimSpace(s); s == "" {
@@ -107,7 +109,7 @@ objects are still printed).`,
 			case "json":
 				err = lint.WriteJSON(out, findings, docsBase)
 			case "sarif":
-				err = lint.WriteSARIF(out, findings, Version, docsBase)
+				err = lint.WriteSARIF(out, findings, version.Get().Version, docsBase)
 			default:
 				err = lint.WriteText(out, findings, len(objs), docsBase)
 			}
@@ -126,15 +128,13 @@ objects are still printed).`,
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: lintExitInput, Err: err}
-	})
 	f := cmd.Flags()
 	f.StringVarP(&output, "output", "o", "text", "output format: text, json or sarif")
 	f.StringSliceVar(&cidrs, "cluster-cidrs", nil, "Service and Pod CIDRs that NO_PROXY must cover (comma-separated, repeatable)")
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.StringSliceVar(&apiIPs, "api-server-ip", nil, "API server / kubernetes Service addresses that NO_PROXY must cover (repeatable)")
 	f.StringVar(&expectProxy, "expect-proxy", "", "proxy URL pods must use (report variables naming another proxy)")
+	f.StringSliceVar(&intercepting, "intercepting-proxy", nil, "proxy (host[:port], repeatable) that intercepts TLS: pods using it need a CA for every runtime (rule tls-ca-missing)")
 	f.StringVar(&docsBase, "docs-base", lint.DefaultDocsBase, "where the rule links point: docs/lint.md or its published URL (SARIF helpUri needs an absolute URL)")
 	f.StringSliceVar(&metadata, "metadata-address", []string{noproxy.DefaultMetadataAddr}, "cloud metadata addresses that NO_PROXY must cover (repeatable; \"\" checks none)")
 	return cmd

@@ -45,29 +45,40 @@ func Load(src Sources) (*Proxy, error) {
 		src.ReadFile = os.ReadFile
 	}
 	f := &File{}
+	var pos positions
+	var parse Problems
 	if src.File != "" {
 		data, err := src.ReadFile(src.File)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		if f, err = ParseFile(data); err != nil {
-			return nil, fmt.Errorf("config %s: %w", src.File, err)
+		f, pos, err = parseFile(src.File, data)
+		if err != nil && !errors.As(err, &parse) || f == nil {
+			return nil, err
 		}
 	}
-	return compile(f, src)
+	p, err := compile(f, src)
+	if err != nil || len(parse) > 0 {
+		// Every problem at once: the file's and those of its values.
+		return nil, locate(err, parse, src.File, pos)
+	}
+	return p, nil
 }
 
-// ParseFile decodes a YAML configuration strictly: unknown fields are errors.
+// ParseFile decodes a YAML configuration strictly. Its error is Problems:
+// every unknown key (with a did-you-mean) and every value of the wrong type,
+// each with its line, column and key path.
 func ParseFile(data []byte) (*File, error) {
-	f := &File{}
-	if err := yaml.UnmarshalStrict(data, f); err != nil {
-		return nil, err
-	}
-	if f.Version != 0 && f.Version != 1 {
-		return nil, fmt.Errorf("version %d is not supported (want 1)", f.Version)
-	}
-	return f, nil
+	f, _, err := parseFile("", data)
+	return f, err
 }
+
+// yamlStrict is the decoder: YAML to JSON to File, unknown fields refused.
+func yamlStrict(data []byte, f *File) error { return yaml.UnmarshalStrict(data, f) }
+
+// yamlLenient decodes what it can, skipping unknown keys and values of the
+// wrong type.
+func yamlLenient(data []byte, f *File) error { return yaml.Unmarshal(data, f) }
 
 type loader struct {
 	src   Sources
@@ -106,11 +117,35 @@ func (l *loader) note(format string, args ...any) {
 
 func compile(f *File, src Sources) (*Proxy, error) {
 	l := &loader{src: src}
-	p := &Proxy{Pools: map[string][]*upstream.Member{}}
+	p := &Proxy{Pools: map[string]Pool{}}
 	var errs []error
 	bad := func(err error) { errs = append(errs, err) }
+	// Each section reads its part of the file, the environment and the
+	// flags, as CoreDNS plugins parse their own blocks; a section may use
+	// what an earlier one settled (the role, the pools).
+	l.listeners(f, p, bad)
+	l.pools(f, p, bad)
+	l.routes(f, p, bad)
+	l.defaultRoute(f, p, bad)
+	var err error
+	if p.Resolver, err = l.resolver(f.Resolver); err != nil {
+		bad(err)
+	}
+	l.gateway(f, p, bad)
+	l.limits(f, p, bad)
+	l.policy(p, bad)
+	l.timeouts(f, p, bad)
+	l.logging(f, p, bad)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	p.Notes = l.notes
+	return p, nil
+}
 
-	// Role and listeners.
+// listeners reads the role and the listener addresses (whose defaults
+// follow the role), the Via name and the SOCKS5 authentication.
+func (l *loader) listeners(f *File, p *Proxy, bad func(error)) {
 	role := f.Role
 	if v, ok := l.get("EGRET_ROLE"); ok {
 		role = v
@@ -121,21 +156,21 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	case RoleGateway:
 		p.Role = RoleGateway
 	default:
-		bad(fmt.Errorf("role %q: want sidecar or gateway", role))
+		bad(l.at("role", "EGRET_ROLE", fmt.Errorf("role %q: want sidecar or gateway", role)))
 	}
 	listen, admin := SidecarListen, SidecarAdminListen
-	drainPeriod := SidecarDrainPeriod
 	if p.Role == RoleGateway {
-		listen, admin, drainPeriod = GatewayListen, GatewayAdminListen, GatewayDrainPeriod
+		listen, admin = GatewayListen, GatewayAdminListen
 	}
 	p.Listen = l.str("LISTEN_ADDR", f.Listen, listen)
 	p.AdminListen = l.str("ADMIN_LISTEN_ADDR", f.AdminListen, admin)
 	p.TransparentListen = l.str("TRANSPARENT_LISTEN_ADDR", f.TransparentListen, "")
 	p.SOCKSListen = l.str("SOCKS_LISTEN_ADDR", f.SOCKSListen, "")
 	for _, a := range []struct {
-		name string
-		v    *string
-	}{{"listen", &p.Listen}, {"admin listen", &p.AdminListen}, {"transparent listen", &p.TransparentListen}, {"socks listen", &p.SOCKSListen}} {
+		name, key, env string
+		v              *string
+	}{{"listen", "listen", "LISTEN_ADDR", &p.Listen}, {"admin listen", "admin_listen", "ADMIN_LISTEN_ADDR", &p.AdminListen},
+		{"transparent listen", "transparent_listen", "TRANSPARENT_LISTEN_ADDR", &p.TransparentListen}, {"socks listen", "socks_listen", "SOCKS_LISTEN_ADDR", &p.SOCKSListen}} {
 		if *a.v == "off" || *a.v == "none" {
 			*a.v = ""
 		}
@@ -143,7 +178,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			continue
 		}
 		if err := checkListen(*a.v); err != nil {
-			bad(fmt.Errorf("%s address: %w", a.name, err))
+			bad(l.at(a.key, a.env, fmt.Errorf("%s address: %w", a.name, err)))
 		}
 	}
 	if p.Listen == "" {
@@ -155,8 +190,15 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	} else {
 		p.SOCKSAuth = auth
 	}
+}
 
-	// Pools.
+// pools reads the pools' members — the config file's, then the default
+// pool's from the environment (--upstream, UPSTREAM_PROXY, PROXY_HOST,
+// HTTPS_PROXY...) — the credentials that apply to them, and each pool's
+// options and member file. A member that is egret's own listener is
+// dropped with a note.
+func (l *loader) pools(f *File, p *Proxy, bad func(error)) {
+	static := map[string][]upstream.MemberSpec{}
 	for name, ps := range f.Pools {
 		if name == "" {
 			bad(errors.New("pools: a pool needs a name"))
@@ -166,12 +208,12 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		if err != nil {
 			bad(err)
 		}
-		p.Pools[name] = ms
+		static[name] = ms
 	}
 	if ms, err := l.defaultPoolFromEnv(); err != nil {
 		bad(err)
 	} else if ms != nil {
-		p.Pools[DefaultPool] = ms
+		static[DefaultPool] = ms
 	}
 	user, hasUser := l.src.Env("PROXY_USER")
 	pass, hasPass := l.src.Env("PROXY_PASS")
@@ -181,44 +223,44 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		// The mounted Secret is the pools' shared, rotating credential.
 		hasUser, hasPass = false, false
 	}
-	for name, ms := range p.Pools {
+	for name, ms := range static {
 		kept := ms[:0]
 		for _, m := range ms {
 			if l.pointsAtSelf(m, p) {
-				l.note("upstream %s in pool %s ignored: it is egret's own listener", m.Name, name)
+				l.note("upstream %s in pool %s ignored: it is egret's own listener", m.Name(), name)
 				continue
 			}
-			if !m.HasCredentials() && (hasUser || hasPass) {
-				m.SetCredentials(user, pass)
+			if !m.OwnAuth && (hasUser || hasPass) {
+				m.User, m.Password, m.OwnAuth = user, pass, true
 			}
 			kept = append(kept, m)
 		}
-		if len(kept) == 0 {
-			delete(p.Pools, name)
-			continue
-		}
-		p.Pools[name] = kept
+		static[name] = kept
 	}
-	l.poolOptions(f, p, bad)
+	l.poolOptions(f, p, static, bad)
+}
 
-	// Routes: explicit, deny, direct, NO_PROXY.
+// routes reads the rules in order: explicit routes, the deny, report-only
+// deny and direct shorthands, then egret's own NO_PROXY.
+func (l *loader) routes(f *File, p *Proxy, bad func(error)) {
 	for i, rs := range f.Routes {
 		src := fmt.Sprintf("config routes[%d]", i)
 		if rs.Name != "" {
 			src = fmt.Sprintf("config route %q", rs.Name)
 		}
+		key := fmt.Sprintf("routes[%d]", i)
 		act, pool, err := route.ParseAction(rs.Action)
 		if err != nil {
-			bad(fmt.Errorf("%s: %w", src, err))
+			bad(atKey(key+".action", fmt.Errorf("%s: %w", src, err)))
 			continue
 		}
 		m, err := compileMatch(rs.MatchSpec)
 		if err != nil {
-			bad(fmt.Errorf("%s: %w", src, err))
+			bad(atKey(key, fmt.Errorf("%s: %w", src, err)))
 			continue
 		}
 		if rs.Report && act != route.Deny {
-			bad(fmt.Errorf("%s: report applies to deny rules only", src))
+			bad(atKey(key+".report", fmt.Errorf("%s: report applies to deny rules only", src)))
 			continue
 		}
 		p.Rules = append(p.Rules, route.Rule{Match: m, Action: act, Pool: pool, Source: src, Report: rs.Report})
@@ -258,27 +300,30 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		bad(err)
 	}
 	p.Rules = append(p.Rules, rules...)
+}
 
-	// Default route.
+// defaultRoute reads the default route — upstream when the default pool
+// has members, direct otherwise, unless DEFAULT_ROUTE says — and checks
+// that every pool a route names has members: an upstream route without a
+// pool would otherwise fail every request.
+func (l *loader) defaultRoute(f *File, p *Proxy, bad func(error)) {
 	def := f.DefaultRoute
 	if v, ok := l.get("DEFAULT_ROUTE"); ok {
 		def = v
 	}
 	if def == "" {
 		p.Default = route.Direct
-		if len(p.Pools[DefaultPool]) > 0 {
+		if len(p.Pools[DefaultPool].Members) > 0 {
 			p.Default, p.DefaultPool = route.Upstream, DefaultPool
 		}
 	} else if act, pool, err := route.ParseAction(def); err != nil {
-		bad(fmt.Errorf("default route: %w", err))
+		bad(l.at("default_route", "DEFAULT_ROUTE", fmt.Errorf("default route: %w", err)))
 	} else {
 		p.Default, p.DefaultPool = act, pool
 		if act == route.Upstream && pool == "" {
 			p.DefaultPool = DefaultPool
 		}
 	}
-	// Every pool a route names must exist and have members: an upstream
-	// route without a pool would otherwise fail every request.
 	need := map[string]string{}
 	if p.Default == route.Upstream {
 		need[p.DefaultPool] = "the default route"
@@ -293,7 +338,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		}
 	}
 	for name, who := range need {
-		if len(p.Pools[name]) == 0 && p.PoolOptions[name].MembersFile == "" {
+		if pl := p.Pools[name]; len(pl.Members) == 0 && pl.MembersFile == "" {
 			hint := ""
 			if name == DefaultPool {
 				hint = " (set UPSTREAM_PROXY, PROXY_HOST or HTTPS_PROXY, or pools.default.members)"
@@ -301,17 +346,14 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			bad(fmt.Errorf("%s sends traffic upstream, but pool %q has no members%s", who, name, hint))
 		}
 	}
+}
 
-	// Resolver.
-	p.Resolver, err = l.resolver(f.Resolver)
-	if err != nil {
-		bad(err)
+// timeouts reads the proxy's timeouts and the drain; zero disables one.
+func (l *loader) timeouts(f *File, p *Proxy, bad func(error)) {
+	drainPeriod := SidecarDrainPeriod
+	if p.Role == RoleGateway {
+		drainPeriod = GatewayDrainPeriod
 	}
-	l.gateway(f, p, bad)
-	l.limits(f, p, bad)
-	l.policy(p, bad)
-
-	// Timeouts, drain, logging.
 	durs := []struct {
 		key, file string
 		def       time.Duration
@@ -329,9 +371,10 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	for _, d := range durs {
 		v := d.file
 		name := "config " + strings.ToLower(strings.TrimPrefix(d.key, "EGRET_"))
+		fromFile := true
 		if d.key != "" {
 			if ev, ok := l.get(d.key); ok {
-				v, name = ev, d.key
+				v, name, fromFile = ev, d.key, false
 			}
 		}
 		*d.out = d.def
@@ -340,7 +383,11 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		}
 		dur, err := time.ParseDuration(v)
 		if err != nil || dur < 0 {
-			bad(fmt.Errorf("%s: %q is not a duration like 10s or 1m30s", name, v))
+			err := fmt.Errorf("%s: %q is not a duration like 10s or 1m30s", name, v)
+			if fromFile {
+				err = atKey(durationKeys[d.key], err)
+			}
+			bad(err)
 			continue
 		}
 		if dur == 0 {
@@ -354,29 +401,37 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	if p.DrainTimeout < 0 {
 		p.DrainTimeout = 0
 	}
+}
+
+// logging reads the log level and the access log, and the admin
+// listener's switches.
+func (l *loader) logging(f *File, p *Proxy, bad func(error)) {
 	level := f.Log.Level
 	if v, ok := l.get("EGRET_LOG_LEVEL"); ok {
 		level = v
 	}
 	if level != "" {
 		if err := p.LogLevel.UnmarshalText([]byte(level)); err != nil {
-			bad(fmt.Errorf("log level %q: want debug, info, warn or error", level))
+			bad(l.at("log.level", "EGRET_LOG_LEVEL", fmt.Errorf("log level %q: want debug, info, warn or error", level)))
 		}
 	}
 	p.AccessLog = true
 	if f.Log.Access != nil {
 		p.AccessLog = *f.Log.Access
 	}
-	p.ReadyNeedsUpstream = p.Role == RoleGateway
-	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.ReadyNeedsUpstream, bad)
-	p.PProf = l.boolean("EGRET_PPROF", p.PProf, bad)
-	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
 	p.AccessLog = l.boolean("EGRET_ACCESS_LOG", p.AccessLog, bad)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	p.Notes = l.notes
-	return p, nil
+	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.Role == RoleGateway, bad)
+	p.PProf = l.boolean("EGRET_PPROF", false, bad)
+	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
+}
+
+// durationKeys are the file keys of the durations compile reads, by their
+// environment name ("" is timeouts.response_header, which has none).
+var durationKeys = map[string]string{
+	"EGRET_DIAL_TIMEOUT": "timeouts.dial", "EGRET_UPSTREAM_CONNECT_TIMEOUT": "timeouts.upstream_connect",
+	"EGRET_HEADER_READ_TIMEOUT": "timeouts.header_read", "EGRET_CLIENT_IDLE_TIMEOUT": "timeouts.client_idle",
+	"EGRET_TUNNEL_IDLE_TIMEOUT": "timeouts.tunnel_idle", "": "timeouts.response_header",
+	"EGRET_DRAIN_PERIOD": "drain.period", "EGRET_DRAIN_TIMEOUT": "drain.timeout",
 }
 
 func (l *loader) str(key, file, def string) string {
@@ -461,8 +516,8 @@ func compileMatch(s MatchSpec) (route.Match, error) {
 	return m, nil
 }
 
-func parseMembers(raws []string, where string) ([]*upstream.Member, error) {
-	var out []*upstream.Member
+func parseMembers(raws []string, where string) ([]upstream.MemberSpec, error) {
+	var out []upstream.MemberSpec
 	var errs []error
 	for _, r := range raws {
 		r = strings.TrimSpace(r)
@@ -507,7 +562,7 @@ func splitMembers(v string) []string {
 // upstream source that is set: --upstream, UPSTREAM_PROXY, PROXY_HOST,
 // then the proxy's own HTTPS_PROXY/https_proxy/HTTP_PROXY/http_proxy.
 // It returns nil when none is set.
-func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
+func (l *loader) defaultPoolFromEnv() ([]upstream.MemberSpec, error) {
 	if v, ok := l.src.Flags["UPSTREAM_PROXY"]; ok {
 		for _, r := range splitMembers(v) {
 			if strings.Contains(r, "@") {
@@ -560,7 +615,7 @@ func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
 
 // pointsAtSelf reports whether m is egret's own explicit listener: a
 // sidecar often inherits HTTP_PROXY=http://127.0.0.1:3128 meant for the app.
-func (l *loader) pointsAtSelf(m *upstream.Member, p *Proxy) bool {
+func (l *loader) pointsAtSelf(m upstream.MemberSpec, p *Proxy) bool {
 	lh, lp, err := net.SplitHostPort(p.Listen)
 	if err != nil {
 		return false
@@ -596,10 +651,12 @@ func (l *loader) noProxyRules() ([]route.Rule, error) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil
 	}
+	// An entry Go's rules never match is not an error: the value is
+	// shared with the pod's other clients (a bracketed IPv6 address is
+	// there for curl and Python). egret ignores it, as Go does, and says so.
 	entries, perrs := noproxy.Parse(value)
-	var errs []error
 	for _, e := range perrs {
-		errs = append(errs, fmt.Errorf("%s: %w", name, e))
+		l.note("%s: %v (ignored, as Go ignores it)", name, e)
 	}
 	src := "env " + name
 	var base route.Match
@@ -626,7 +683,7 @@ func (l *loader) noProxyRules() ([]route.Rule, error) {
 	if base.Any || len(base.Suffixes)+len(base.CIDRs) > 0 {
 		out = append([]route.Rule{{Match: base, Action: route.Direct, Source: src}}, out...)
 	}
-	return out, errors.Join(errs...)
+	return out, nil
 }
 
 func (l *loader) resolver(s ResolverSpec) (resolve.Config, error) {

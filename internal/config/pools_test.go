@@ -50,14 +50,14 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := p.Pools["critical"]
+	ms := p.Pools["critical"].Members
 	if len(ms) != 3 || ms[0].Weight != 3 || ms[1].Weight != 2 || !ms[2].Backup {
 		t.Fatalf("members %v", ms)
 	}
-	if ms[0].HasCredentials() {
+	if ms[0].OwnAuth {
 		t.Error("PROXY_USER was applied although a credentials directory is set")
 	}
-	o := p.PoolOptions["critical"]
+	o := p.Pools["critical"]
 	if o.Policy != upstream.Sticky || o.Backoff.Initial != 2*time.Second || o.Probe.Target != "probe.test:443" || o.Probe.Interval != 5*time.Second || len(o.Static) != 2 || o.MembersFile != members {
 		t.Errorf("options %+v", o)
 	}
@@ -91,9 +91,9 @@ func TestPoolsConfigEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := p.Pools[DefaultPool]
-	if len(ms) != 2 || ms[0].Weight != 2 || !ms[1].Backup || p.PoolOptions[DefaultPool].Policy != upstream.LeastConn {
-		t.Errorf("default pool %v %+v", ms, p.PoolOptions[DefaultPool])
+	ms := p.Pools[DefaultPool].Members
+	if len(ms) != 2 || ms[0].Weight != 2 || !ms[1].Backup || p.Pools[DefaultPool].Policy != upstream.LeastConn {
+		t.Errorf("default pool %v %+v", ms, p.Pools[DefaultPool])
 	}
 	if !p.Gateway.SSRFGuard || p.Limits.PerDestination.Rate != 20 || p.Limits.Breaker.Failures != 3 || len(p.Gateway.ClientCIDRs) != 2 {
 		t.Errorf("gateway defaults: %+v %+v", p.Gateway, p.Limits)
@@ -109,7 +109,7 @@ func TestPoolsConfigErrors(t *testing.T) {
 		{"bad-policy", "pools: {p: {members: [http://a:1], policy: fastest}}", nil, "unknown pool policy"},
 		{"bad-weight-object", `pools: {p: {members: [{url: "http://a:1", weight: 500}]}}`, nil, "weight 500"},
 		{"bad-weight-string", `pools: {p: {members: ["http://a:1 weight=0"]}}`, nil, "weight"},
-		{"member-object-unknown-field", `pools: {p: {members: [{url: "http://a:1", wieght: 2}]}}`, nil, "unknown field"},
+		{"member-object-unknown-field", `pools: {p: {members: [{url: "http://a:1", wieght: 2}]}}`, nil, `pools.p.members[0].wieght: unknown key "wieght"; did you mean "weight"?`},
 		{"missing-members-file", "pools: {p: {members_file: /nonexistent/egret-members}}", nil, "members_file"},
 		{"bad-probe", "pools: {p: {members: [http://a:1], probe: {target: nohost}}}", nil, "host:port"},
 		{"bad-ca", "pools: {p: {members: [https://a:1], tls: {ca_file: /nonexistent/ca.pem}}}", nil, "ca_file"},

@@ -58,9 +58,9 @@ type exchange struct {
 	idempotent bool
 
 	cred    *upstream.Credential // for a tunnel through the member being tried
-	oc      *http1.Conn             // the connection of the current attempt
-	key     originKey               // its key
-	release func()                  // the member's request count
+	oc      *http1.Conn          // the connection of the current attempt
+	key     originKey            // its key
+	release func()               // the member's request count
 	// breaker is set while the destination's breaker awaits the outcome:
 	// it is told before the client is answered, so the client's next
 	// request already meets the breaker's new state.

@@ -13,8 +13,6 @@ if ! command -v redis-server >/dev/null 2>&1; then
   # Other scripts and people share the machine: one apt-get at a time.
   $SUDO flock /tmp/apt.lock apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO flock /tmp/apt.lock apt-get install -y -qq --no-install-recommends redis-server >/dev/null
-  # Debian starts redis as a service; the tests start their own.
-  $SUDO systemctl stop redis-server 2>/dev/null || $SUDO service redis-server stop 2>/dev/null || true
 fi
 version="$(sed -n 's/^\tgithub.com\/envoyproxy\/ratelimit \([^ ]*\).*/\1/p' tools/ratelimit/go.mod)"
 dir="${EGRET_CACHE:-$HOME/.cache/egret}/ratelimit/$version"

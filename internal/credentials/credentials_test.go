@@ -77,7 +77,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parse([]byte(tt.user), []byte(tt.pass))
+			c, err := parse([]byte(tt.user), []byte(tt.pass), nil, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -94,11 +94,31 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseKerberos(t *testing.T) {
+	kt := []byte{5, 2, 0, 0}
+	c, err := parse([]byte("alice@CORP.EXAMPLE\n"), nil, kt, []byte("[libdefaults]\n"))
+	if err != nil || c.User != "alice@CORP.EXAMPLE" || c.Password != "" || c.Keytab == nil || c.Krb5Conf == nil {
+		t.Fatalf("keytab without a password: %v, %v", c, err)
+	}
+	if s := fmt.Sprint(c); s != "user alice@CORP.EXAMPLE (keytab)" {
+		t.Errorf("printed %q", s)
+	}
+	if c.Same(New("alice@CORP.EXAMPLE", "")) || !c.Same(NewKerberos("alice@CORP.EXAMPLE", "", kt, []byte("[libdefaults]\n"))) {
+		t.Error("Same ignores the keytab or krb5.conf")
+	}
+	if _, err := parse([]byte("alice"), nil, nil, nil); err == nil || !strings.Contains(err.Error(), "password") {
+		t.Errorf("no password and no keytab: %v", err)
+	}
+	if _, err := parse([]byte("alice"), nil, []byte{}, nil); err == nil || !strings.Contains(err.Error(), "keytab file is empty") {
+		t.Errorf("empty keytab: %v", err)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("alice\n"), []byte("pw\n"))
 	f.Add([]byte("a:b"), []byte("x\ny"))
 	f.Fuzz(func(t *testing.T, u, p []byte) {
-		c, err := parse(u, p)
+		c, err := parse(u, p, nil, nil)
 		if err != nil {
 			if len(p) > 3 && strings.Contains(err.Error(), string(p)) {
 				t.Fatalf("error holds the password: %v", err)

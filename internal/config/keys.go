@@ -41,7 +41,7 @@ var Keys = []Key{
 	{Env: "PROXY_PASS", Help: "password for upstream members given without credentials"},
 	{Env: "PROXY_CREDENTIALS_DIR", Flag: "credentials-dir", Help: "directory with username and password files (a mounted Secret) for members without credentials, re-read on change (default /var/run/secrets/proxy when present)"},
 	{Env: "EGRET_CREDENTIALS_CHECK_INTERVAL", Flag: "credentials-check-interval", Help: "safety-net re-read of the credential and member files (default 10s)"},
-	{Env: "EGRET_UPSTREAM_FILE", Flag: "upstream-file", Help: "file of default-pool members, one URL [weight=N] [backup] per line, re-read on change"},
+	{Env: "EGRET_UPSTREAM_FILE", Flag: "upstream-file", Help: "file of default-pool members, one URL [weight=N] [backup] [auth=basic|ntlm|negotiate] [spn=HTTP/host] per line, re-read on change"},
 	{Env: "EGRET_UPSTREAM_POLICY", Flag: "upstream-policy", Help: "default pool's member selection: round_robin (default), random, least_conn or sticky"},
 	{Env: "EGRET_UPSTREAM_CA_FILE", Flag: "upstream-ca-file", Help: "PEM CAs to verify the default pool's https:// members (default: system roots)"},
 	{Env: "EGRET_UPSTREAM_PROBE", Flag: "upstream-probe", Help: "host:port to CONNECT to through each default-pool member as a health probe (off unless set)"},

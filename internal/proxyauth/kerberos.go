@@ -218,8 +218,9 @@ func classifyKerberos(err error, cred *credentials.Credential, spn string) *Erro
 			if strings.Contains(text, m) {
 				e := &Error{Kind: f.kind, Detail: "Kerberos: " + fmt.Sprintf(f.what, principal, spn, realm), Err: err}
 				if f.kind == KDCUnreachable {
-					e.Timeout = strings.Contains(text, "timeout")
-					e.Detail += " (" + networkCause(text) + ")"
+					cause := networkCause(text)
+					e.Timeout = cause == "i/o timeout"
+					e.Detail += " (" + cause + ")"
 				}
 				return e
 			}

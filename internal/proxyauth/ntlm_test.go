@@ -231,6 +231,10 @@ func TestNTLMChallengeRefused(t *testing.T) {
 	binary.LittleEndian.PutUint32(lm[20:], vecChallengeFlags|flagLMKey)
 	type1 := bytes.Clone(good)
 	binary.LittleEndian.PutUint32(type1[8:], 1)
+	// TargetInfo within the message but without its MsvAvEOL.
+	badInfo := bytes.Clone(good[:len(good)-4])
+	binary.LittleEndian.PutUint16(badInfo[40:], uint16(len(badInfo)-68))
+	binary.LittleEndian.PutUint16(badInfo[42:], uint16(len(badInfo)-68))
 	tests := []struct {
 		name       string
 		challenges []string
@@ -243,7 +247,8 @@ func TestNTLMChallengeRefused(t *testing.T) {
 		{"not-ntlm", []string{"NTLM " + base64.StdEncoding.EncodeToString([]byte("hello, this is not an NTLM message"))}, BadChallenge, "not an NTLM message"},
 		{"wrong-type", []string{"NTLM " + base64.StdEncoding.EncodeToString(type1)}, BadChallenge, "message type 1"},
 		{"ntlmv1", []string{"NTLM " + base64.StdEncoding.EncodeToString(lm)}, BadChallenge, "NTLMv1"},
-		{"truncated", []string{"NTLM " + base64.StdEncoding.EncodeToString(good[:40])}, BadChallenge, "NTLM challenge refused"},
+		{"truncated", []string{"NTLM " + base64.StdEncoding.EncodeToString(good[:24])}, BadChallenge, "not an NTLM message"},
+		{"broken-target-info", []string{"NTLM " + base64.StdEncoding.EncodeToString(badInfo)}, BadChallenge, "NTLM challenge refused"},
 		{"huge", []string{"NTLM " + strings.Repeat("A", 64<<10)}, BadChallenge, "larger than"},
 	}
 	for _, tt := range tests {
@@ -264,6 +269,19 @@ func TestNTLMChallengeRefused(t *testing.T) {
 				t.Errorf("type %s", pe.Type())
 			}
 		})
+	}
+}
+
+// TestNTLMOldStyleChallenge answers a challenge in the shape Squid's
+// ntlm_fake_auth sends: 40 bytes of header (no TargetInfo fields), the
+// target name right after them with a bogus offset, TargetInfo flagged.
+func TestNTLMOldStyleChallenge(t *testing.T) {
+	chal, _ := hex.DecodeString("4e544c4d535350000200000009000900aeaaaaaa078288a2b80c70a9e200e0d20000000000003a00574f524b47524f5550")
+	h := &Handshake{Scheme: NTLM, Cred: credentials.New("alice", "pw")}
+	h.First()
+	v, err := h.Next([]string{"NTLM " + base64.StdEncoding.EncodeToString(chal)})
+	if err != nil || !strings.HasPrefix(v, "NTLM ") {
+		t.Fatalf("%q, %v", v, err)
 	}
 }
 

@@ -36,7 +36,7 @@ type Status struct {
 	Default     string            `json:"default_route"`
 	Pools       []PoolStatus      `json:"pools"`
 	Credentials *CredentialStatus `json:"credentials,omitempty"`
-	Config      *ConfigStatus     `json:"config,omitempty"` // live reloads; nil when off
+	Config      *ConfigStatus     `json:"config,omitempty"`     // live reloads; nil when off
 	Protection  []string          `json:"protection,omitempty"` // the hardening and limits in force, one line each
 	Breakers    []BreakerStatus   `json:"breakers"`
 	Top         []DestTraffic     `json:"top_destinations"`

@@ -224,7 +224,7 @@ func TestErrors(t *testing.T) {
 		{"bad-default", "", []string{"DEFAULT_ROUTE", "sideways"}, nil, "unknown route action"},
 		{"upstream-without-pool", "", []string{"DEFAULT_ROUTE", "upstream"}, nil, `pool "default" has no members`},
 		{"route-names-missing-pool", "routes:\n- hosts: [a.example]\n  action: upstream:nope\n", nil, nil, `pool "nope" has no members`},
-		{"unknown-field", "listne: 1.2.3.4:1\n", nil, nil, "unknown field"},
+		{"unknown-field", "listne: 1.2.3.4:1\n", nil, nil, `x.yaml:1:1: listne: unknown key "listne"; did you mean "listen"?`},
 		{"bad-version", "version: 2\n", nil, nil, "version 2"},
 		{"rule-matches-nothing", "routes:\n- action: direct\n", nil, nil, "matches nothing"},
 		{"bad-port", "routes:\n- ports: [70000]\n  action: deny\n", nil, nil, "port 70000"},

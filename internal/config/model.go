@@ -28,12 +28,12 @@ const DefaultPool = "default"
 
 // Defaults per role.
 const (
-	SidecarListen      = "127.0.0.1:3128"
-	SidecarAdminListen = "127.0.0.1:9901"
-	GatewayListen      = ":3128"
-	GatewayAdminListen = ":9901"
-	SidecarDrainPeriod = 2 * time.Second
-	GatewayDrainPeriod = 5 * time.Second
+	SidecarListen       = "127.0.0.1:3128"
+	SidecarAdminListen  = "127.0.0.1:9901"
+	GatewayListen       = ":3128"
+	GatewayAdminListen  = ":9901"
+	SidecarDrainPeriod  = 2 * time.Second
+	GatewayDrainPeriod  = 5 * time.Second
 	DefaultDrainTimeout = 25 * time.Second
 	// The gateway's per-client limits: a shared proxy must not let one
 	// client hold every descriptor.

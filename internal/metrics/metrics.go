@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"egret.io/egret/internal/version"
 )
 
 // Label values for Kind.
@@ -93,8 +95,10 @@ type Metrics struct {
 	GuardRefusals *prometheus.CounterVec
 }
 
-// New creates the catalog on a new registry, with Go and process collectors.
-func New(version string) *Metrics {
+// New creates the catalog on a new registry, with Go and process collectors;
+// ver is the version egret_build_info shows (version.Get().Version in egret).
+func New(ver string) *Metrics {
+	bi := version.Get()
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -191,8 +195,8 @@ func New(version string) *Metrics {
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "egret_build_info",
-		Help:        "egret's version and Go version.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+		Help:        "egret's build: version, commit (revision), build date and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": ver, "revision": bi.Commit, "build_date": bi.BuildDate, "goversion": runtime.Version()},
 	})
 	info.Set(1)
 	m.live = &liveCollector{

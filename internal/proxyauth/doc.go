@@ -1,7 +1,9 @@
-// Package proxyauth is how egret authenticates itself to an upstream proxy:
-// Basic (RFC 7617), a header on every request; NTLM ([MS-NLMP] over HTTP as
-// [MS-NTHT] describes it) and Negotiate (RFC 4559, Kerberos through
-// SPNEGO), which authenticate the connection they run on.
+// Package proxyauth is how egret authenticates itself to upstream proxies:
+// Basic, NTLM and Negotiate (Kerberos).
+//
+// Basic (RFC 7617) is a header on every request; NTLM ([MS-NLMP] over HTTP
+// as [MS-NTHT] describes it) and Negotiate (RFC 4559, Kerberos through
+// SPNEGO) authenticate the connection they run on.
 //
 // A Handshake is one authentication of one connection: its First value
 // goes in the first request's Proxy-Authorization field, and Next answers

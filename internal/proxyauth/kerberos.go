@@ -216,7 +216,11 @@ func classifyKerberos(err error, cred *credentials.Credential, spn string) *Erro
 	for _, f := range kerberosFailures {
 		for _, m := range f.match {
 			if strings.Contains(text, m) {
-				e := &Error{Kind: f.kind, Detail: "Kerberos: " + fmt.Sprintf(f.what, principal, spn, realm), Err: err}
+				what := f.what
+				if strings.Contains(what, "%") {
+					what = fmt.Sprintf(what, principal, spn, realm)
+				}
+				e := &Error{Kind: f.kind, Detail: "Kerberos: " + what, Err: err}
 				if f.kind == KDCUnreachable {
 					cause := networkCause(text)
 					e.Timeout = cause == "i/o timeout"
@@ -240,8 +244,14 @@ func networkCause(text string) string {
 	return "no answer"
 }
 
-// lastCause is the innermost part of gokrb5's "a < b < c" chains.
+// lastCause is the innermost part of gokrb5's "[Root cause: X] a < b < c"
+// chains.
 func lastCause(s string) string {
+	if strings.HasPrefix(s, "[Root cause: ") {
+		if i := strings.Index(s, "] "); i >= 0 {
+			s = s[i+2:]
+		}
+	}
 	if i := strings.LastIndex(s, " < "); i >= 0 {
 		return s[i+3:]
 	}

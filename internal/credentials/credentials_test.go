@@ -258,3 +258,32 @@ func BenchmarkStoreHotPath(b *testing.B) {
 		s.Confirm(c)
 	}
 }
+
+// TestDirKerberosFiles loads a Secret with a keytab and a krb5.conf and no
+// password, then follows a swap that adds a password and drops the keytab.
+func TestDirKerberosFiles(t *testing.T) {
+	vol := secretvol.New(t, map[string]string{"username": "svc@CORP.EXAMPLE", "keytab": "\x05\x02kt", "krb5.conf": "[libdefaults]\n"})
+	s := NewStore(nil)
+	d := &Dir{Path: vol.Dir, Store: s, Interval: 50 * time.Millisecond}
+	if err := d.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Current(); c.User != "svc@CORP.EXAMPLE" || string(c.Keytab) != "\x05\x02kt" || string(c.Krb5Conf) != "[libdefaults]\n" || c.Password != "" {
+		t.Fatalf("loaded %#v", c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	vol.Update(t, map[string]string{"username": "svc@CORP.EXAMPLE", "password": "pw", "krb5.conf": "[libdefaults]\n"})
+	deadline := time.Now().Add(5 * time.Second)
+	for c := s.Current(); c.Keytab != nil || c.Password != "pw"; c = s.Current() {
+		if time.Now().After(deadline) {
+			t.Fatalf("store has %v", c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fb := s.Fallback(); fb == nil || fb.Keytab == nil {
+		t.Errorf("fallback = %v, want the keytab credential", fb)
+	}
+}

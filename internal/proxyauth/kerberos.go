@@ -27,8 +27,11 @@ type Kerberos struct {
 }
 
 type krbClient struct {
-	mu sync.Mutex // serialises the login
-	cl *client.Client
+	// mu is held to log in and to destroy (write), and while the client
+	// makes a token (read).
+	mu   sync.RWMutex
+	cl   *client.Client
+	gone bool // destroyed by Keep: no new login
 }
 
 // Token returns the Proxy-Authorization value ("Negotiate <SPNEGO token
@@ -37,18 +40,28 @@ type krbClient struct {
 // cred.Keytab, else cred.Password.
 func (k *Kerberos) Token(cred *credentials.Credential, spn string) (string, error) {
 	e := k.entry(cred)
-	e.mu.Lock()
-	cl := e.cl
-	if cl == nil {
-		var err error
-		if cl, err = login(cred); err != nil {
-			e.mu.Unlock()
-			return "", err
+	e.mu.RLock()
+	if e.cl == nil && !e.gone {
+		e.mu.RUnlock()
+		e.mu.Lock()
+		if e.cl == nil && !e.gone {
+			cl, err := login(cred)
+			if err != nil {
+				e.mu.Unlock()
+				return "", err
+			}
+			e.cl = cl
 		}
-		e.cl = cl
+		e.mu.Unlock()
+		e.mu.RLock()
 	}
-	e.mu.Unlock()
-	tok, err := spnego.SPNEGOClient(cl, spn).InitSecContext()
+	// Held while the client is used: Keep destroys it only once no
+	// handshake uses it.
+	defer e.mu.RUnlock()
+	if e.cl == nil {
+		return "", &Error{Kind: Config, Detail: fmt.Sprintf("Kerberos: the credential of %s was replaced during the handshake", cred)}
+	}
+	tok, err := spnego.SPNEGOClient(e.cl, spn).InitSecContext()
 	if err != nil {
 		return "", classifyKerberos(err, cred, spn)
 	}
@@ -91,6 +104,7 @@ func (k *Kerberos) Keep(keep ...*credentials.Credential) {
 			e.cl.Destroy()
 			e.cl = nil
 		}
+		e.gone = true
 		e.mu.Unlock()
 	}
 }

@@ -81,7 +81,7 @@ func (pc proxyConf) state(t testing.TB) *State {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.Members = append(p.Members, m)
+			p.Members = append(p.Members, upstream.NewMember(m))
 		}
 		st.Pools["default"] = p
 	}

@@ -251,7 +251,7 @@ func TestMemberAuthAttributes(t *testing.T) {
 	}
 	a, _ := ParseMemberSpec("http://p:1 auth=ntlm")
 	b, _ := ParseMemberSpec("http://p:1")
-	if a.same(b) {
+	if NewMember(a).same(NewMember(b)) {
 		t.Error("members that differ in auth are the same configuration")
 	}
 }

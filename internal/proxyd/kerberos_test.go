@@ -47,6 +47,15 @@ func TestKerberosFromSecret(t *testing.T) {
 	}
 	sq.WaitLog(t, "GET http://partner.test:"+port+"/ svc-egret@"+k.Realm)
 	sq.WaitLog(t, "CONNECT partner.test:"+port+" svc-egret@"+k.Realm)
+	resp, err := http.Get("http://" + e.Admin + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"auth": "negotiate HTTP/127.0.0.1"`) {
+		t.Errorf("status.json does not show the member's scheme and SPN:\n%s", b)
+	}
 
 	vol.Update(t, map[string]string{"username": "alice", "password": "alice-pw", "krb5.conf": k.Krb5Conf()})
 	waitFor(t, func() bool { return strings.Count(e.Log.String(), "upstream credentials reloaded") >= 1 })

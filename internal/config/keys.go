@@ -39,7 +39,7 @@ var Keys = []Key{
 	{Env: "PROXY_SCHEME", Help: "scheme for PROXY_HOST: http (default), https or socks5"},
 	{Env: "PROXY_USER", Help: "user name for upstream members given without credentials"},
 	{Env: "PROXY_PASS", Help: "password for upstream members given without credentials"},
-	{Env: "PROXY_CREDENTIALS_DIR", Flag: "credentials-dir", Help: "directory with username and password files (a mounted Secret) for members without credentials, re-read on change (default /var/run/secrets/proxy when present)"},
+	{Env: "PROXY_CREDENTIALS_DIR", Flag: "credentials-dir", Help: "directory with username and password files (a mounted Secret; for auth=negotiate members a keytab may stand in for the password, beside a krb5.conf) for members without credentials, re-read on change (default /var/run/secrets/proxy when present)"},
 	{Env: "EGRET_CREDENTIALS_CHECK_INTERVAL", Flag: "credentials-check-interval", Help: "safety-net re-read of the credential and member files (default 10s)"},
 	{Env: "EGRET_UPSTREAM_FILE", Flag: "upstream-file", Help: "file of default-pool members, one URL [weight=N] [backup] [auth=basic|ntlm|negotiate] [spn=HTTP/host] per line, re-read on change"},
 	{Env: "EGRET_UPSTREAM_POLICY", Flag: "upstream-policy", Help: "default pool's member selection: round_robin (default), random, least_conn or sticky"},

@@ -1,14 +1,18 @@
 package proxy
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"egret.io/egret/internal/credentials"
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/kdc"
 	"egret.io/egret/internal/testutil/proxytest"
 	"egret.io/egret/internal/testutil/squid"
@@ -179,5 +183,60 @@ func TestNegotiateUpstream(t *testing.T) {
 	})
 	if strings.Contains(p.Log.String(), "alice-pw") {
 		t.Error("the password reached the log")
+	}
+}
+
+// TestNTLMUpstreamHTTPS forwards https:// URLs through an NTLM member:
+// egret opens a tunnel (CONNECT with the handshake) and speaks TLS to the
+// origin through it. The tunnel is pooled for its own client only.
+func TestNTLMUpstreamHTTPS(t *testing.T) {
+	skipShort(t)
+	cert, _ := testutil.SelfSigned(t, "", "partner.test")
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "tls "+r.URL.Path)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	sq := squid.Start(t, squid.Options{Auth: squid.AuthNTLM, Hosts: map[string]string{"partner.test": "127.0.0.1"}})
+	p := startProxyWith(t, proxyConf{members: []string{"http://CORP%5Calice:alice-pw@" + sq.Addr + " auth=ntlm"}},
+		func(o *Options) { o.OriginTLS = &tls.Config{RootCAs: roots} })
+	get := func(c *rawClient, path string) {
+		t.Helper()
+		c.Send("GET https://partner.test:%s/%s HTTP/1.1\r\nHost: partner.test\r\n\r\n", port, path)
+		resp, body := c.Read("GET")
+		if resp.StatusCode != 200 || body != "tls /"+path {
+			t.Fatalf("%s: %d %q", path, resp.StatusCode, body)
+		}
+	}
+	a, b := dialRaw(t, p.Addr), dialRaw(t, p.Addr)
+	get(a, "a1")
+	get(a, "a2")
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d TLS connections for two requests of one client, want 1 (its tunnel pooled)", n)
+	}
+	get(b, "b1")
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d TLS connections after another client's request, want 2 (tunnels are not shared)", n)
+	}
+	a.C.Close()
+	b.C.Close()
+	waitFor(t, func() bool { return p.origins.Idle() == 0 })
+	sq.WaitLog(t, "TCP_TUNNEL/200")
+	if n := countLog(sq, "TCP_DENIED/407"); n != 2 {
+		t.Errorf("%d NTLM challenges for two tunnels", n)
 	}
 }

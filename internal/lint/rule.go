@@ -32,6 +32,7 @@ var rules = []Rule{
 	ruleJVMHTTPSNonProxy,
 	ruleJVMNonProxyHosts,
 	ruleJVMProxyProps,
+	ruleJVMTrustStore,
 	ruleNoProxyIgnored,
 	ruleNoProxyIncomplete,
 	ruleNoProxyMissing,
@@ -46,6 +47,7 @@ var rules = []Rule{
 	ruleSingleCase,
 	ruleRefMissing,
 	ruleRefUnresolved,
+	ruleTLSCAMissing,
 }
 
 // Rules returns the rule set sorted by ID. The result is a copy.

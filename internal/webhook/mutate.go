@@ -23,6 +23,9 @@ type Input struct {
 	// Cluster is the discovered cluster NO_PROXY; nil before discovery ran
 	// (Mutate then refuses to guess and injects nothing).
 	Cluster *discovery.Result
+	// Trust is the CA bundle egret last published; nil before it is built
+	// (Mutate then injects no CA, with a warning).
+	Trust *TrustState
 }
 
 // MutateResult is the outcome of Mutate.
@@ -152,6 +155,7 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		}
 		out.Pod.Annotations[InjectedAnnotation] = mode.String()
 	}
+	injectTrust(&out, in, w)
 	out.Warnings = append(out.Warnings, w.list()...)
 	return out
 }

@@ -130,6 +130,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient()}
+	if policy.Trust != nil {
+		tc := &TrustController{Policy: policy.Trust}
+		if err := tc.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		h.Trust = tc.Current
+	}
 	server.Register(MutatePath, h.Mutator())
 	server.Register(ValidatePath, h.Validator())
 	server.Register("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }))

@@ -1,4 +1,4 @@
-// Package node configures and checks the proxy settings of a node's image
+// Package kubenode configures and checks the proxy settings of a node's image
 // pullers: containerd, CRI-O, the Docker daemon and the kubelet. These are Go
 // programs that read HTTP_PROXY, HTTPS_PROXY and NO_PROXY once, at start,
 // from their own environment (a systemd drop-in), not from any pod's; an
@@ -17,4 +17,4 @@
 // and compares the live
 // environment with what the unit files and drop-ins configure, to catch a
 // drop-in edited but not applied by a restart.
-package node
+package kubenode

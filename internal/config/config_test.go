@@ -308,3 +308,20 @@ func TestSplitMembers(t *testing.T) {
 func memberAuth(m upstream.MemberSpec) string {
 	return upstream.AuthHeader(upstream.NewMember(m).Credential())
 }
+
+// TestNoProxyEntriesGoIgnores: egret's own NO_PROXY is shared with the
+// pod's other clients; an entry Go's rules never match (a bracketed IPv6
+// address without a port, an empty label) is ignored with a note, and the
+// proxy starts (the shipped gateway reads discovery's NO_PROXY).
+func TestNoProxyEntriesGoIgnores(t *testing.T) {
+	p := load(t, Sources{Env: env("NO_PROXY", "[fd00:ec2::254],.svc,a..b,fd00:ec2::254")})
+	notes := strings.Join(p.Notes, "\n")
+	if !strings.Contains(notes, "[fd00:ec2::254]") || !strings.Contains(notes, "a..b") {
+		t.Errorf("notes %q: want both ignored entries named", notes)
+	}
+	for dest, want := range map[string]route.Action{"api.svc:443": route.Direct, "[fd00:ec2::254]:80": route.Direct, "example.com:443": route.Direct} {
+		if d := decide(t, p, dest); d.Action != want {
+			t.Errorf("%s: %v, want %v", dest, d.Action, want)
+		}
+	}
+}

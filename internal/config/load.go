@@ -649,10 +649,12 @@ func (l *loader) noProxyRules() ([]route.Rule, error) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil
 	}
+	// An entry Go's rules never match is not an error: the value is
+	// shared with the pod's other clients (a bracketed IPv6 address is
+	// there for curl and Python). egret ignores it, as Go does, and says so.
 	entries, perrs := noproxy.Parse(value)
-	var errs []error
 	for _, e := range perrs {
-		errs = append(errs, fmt.Errorf("%s: %w", name, e))
+		l.note("%s: %v (ignored, as Go ignores it)", name, e)
 	}
 	src := "env " + name
 	var base route.Match
@@ -679,7 +681,7 @@ func (l *loader) noProxyRules() ([]route.Rule, error) {
 	if base.Any || len(base.Suffixes)+len(base.CIDRs) > 0 {
 		out = append([]route.Rule{{Match: base, Action: route.Direct, Source: src}}, out...)
 	}
-	return out, errors.Join(errs...)
+	return out, nil
 }
 
 func (l *loader) resolver(s ResolverSpec) (resolve.Config, error) {

@@ -25,7 +25,7 @@ func TestNoproxyDiscoverCommand(t *testing.T) {
 		{
 			name:     "text",
 			args:     []string{"--kubeconfig", c.Kubeconfig},
-			contains: []string{"localhost,127.0.0.1,::1,[::1],", ",10.96.0.0/16,10.96.0.1,", ",169.254.169.254,fd00:ec2::254\n"},
+			contains: []string{"localhost,127.0.0.1,::1,[::1],", ",10.96.0.0/16,10.96.0.1,", ",169.254.169.254,fd00:ec2::254,[fd00:ec2::254]\n"},
 		},
 		{
 			name:     "other-domain-and-pod-flag",

@@ -27,10 +27,15 @@ import (
 
 	"egret.io/egret/internal/identity"
 	"egret.io/egret/internal/policy"
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/kubetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := kubetest.Main(m)
+	testutil.RemoveEgretBinary()
+	os.Exit(code)
+}
 
 // cluster is the real API server with the policy CRDs installed (from
 // deploy/components/policy, as an operator installs them).

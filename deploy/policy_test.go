@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"bytes"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -39,6 +41,20 @@ func TestPolicyComponent(t *testing.T) {
 		return e.(map[string]any)["name"] == "EGRET_POLICY" && e.(map[string]any)["value"] == "true"
 	}) {
 		t.Errorf("gateway env %v lacks EGRET_POLICY=true", env)
+	}
+	wh := find(objs, "Deployment", "egret-webhook")
+	cs, _, _ = unstructured.NestedSlice(wh.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+	if !slices.Contains(args, "--gateway-token") {
+		t.Errorf("webhook args %q lack --gateway-token", args)
+	}
+	// The chart's copy of the CRDs is the component's.
+	a, err := os.ReadFile("components/policy/crds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile("helm/egret/files/policy-crds.yaml"); err != nil || !bytes.Equal(a, b) {
+		t.Errorf("helm/egret/files/policy-crds.yaml is not a copy of components/policy/crds.yaml (%v): cp the component's", err)
 	}
 }
 

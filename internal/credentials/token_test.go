@@ -71,3 +71,31 @@ func TestTokenFileFollowsTheKubelet(t *testing.T) {
 		t.Errorf("fallback = %v", fb)
 	}
 }
+
+// FuzzTokenFile: whatever a token file holds, it is refused or becomes a
+// bearer credential whose header cannot split (one word of visible ASCII).
+func FuzzTokenFile(f *testing.F) {
+	for _, s := range []string{"eyJhbGciOi.payload.sig\n", "", " \n", "two words", "tok\r\nX-Injected: 1", "caf\u00e9"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parseToken(b)
+		if err != nil {
+			if c != nil {
+				t.Fatal("a credential with an error")
+			}
+			return
+		}
+		if !c.IsBearer() || c.AuthHeader() != "Bearer "+c.token {
+			t.Fatalf("credential %v, header %q", c, c.AuthHeader())
+		}
+		for _, r := range []byte(c.token) {
+			if r < 0x21 || r > 0x7e {
+				t.Fatalf("token byte %#x accepted", r)
+			}
+		}
+		if c.String() != "bearer token" {
+			t.Fatalf("String() = %q", c.String())
+		}
+	})
+}

@@ -101,6 +101,11 @@ func table(ps []*Compiled, d *Compiled) *route.Table {
 // the decision's pool), or Direct (allowed; the gateway's routes decide).
 // WouldDeny is set when a report-only policy would have denied it.
 func (e *Effective) Decide(ctx context.Context, dest route.Dest, res route.Resolver) route.Decision {
+	if dest.IsLoopback() {
+		// The route tables let loopback through (a sidecar's own host); at
+		// the gateway it is the gateway itself, which no policy opens.
+		return route.Decision{Action: route.Deny, Reason: route.ReasonLoopback, Rule: route.RuleLoopback, Source: "egret: loopback is the gateway itself"}
+	}
 	dec := e.enforced.Decide(ctx, dest, res)
 	if dec.Reason == route.ReasonDefault && e.decider != nil {
 		dec.Source = e.decider.defSource

@@ -18,9 +18,6 @@ const (
 	Error   = severity.Error
 )
 
-// ParseSeverity reads "info", "warning" or "error" (case-insensitive).
-func ParseSeverity(s string) (Severity, error) { return severity.Parse(s) }
-
 // ObjectRef names a Kubernetes object.
 type ObjectRef struct {
 	Kind      string

@@ -73,9 +73,6 @@ func (m MemberSpec) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(m))
 }
 
-// Member returns a member given as a string.
-func Member(spec string) MemberSpec { return MemberSpec{spec: spec} }
-
 // BackoffSpec: a failing member is down for Initial, doubling with each
 // consecutive failure up to Max.
 type BackoffSpec struct {

@@ -445,13 +445,6 @@ func Fault(err error) (member, retry bool) {
 	return false, false
 }
 
-// Retryable reports whether a failed attempt through one member may be
-// repeated with another (see Fault).
-func Retryable(err error) bool {
-	_, retry := Fault(err)
-	return retry
-}
-
 func hostOf(target string) string {
 	if i := strings.LastIndexByte(target, ':'); i >= 0 && !strings.HasSuffix(target, "]") {
 		target = target[:i]
@@ -599,23 +592,18 @@ func errText(err error) string {
 
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1024) }}
 
-// Connect performs an HTTP CONNECT handshake for target on c, which is
-// already connected to an HTTP proxy named name. auth is the
-// Proxy-Authorization value or "". It returns bytes that arrived after the
-// proxy's 200 answer. Failures are *proxystatus.Error values naming the
-// proxy; a refusal is a *Refusal.
-func Connect(ctx context.Context, c net.Conn, target, auth, name string) ([]byte, error) {
-	return connect(ctx, c, target, auth, nil, name)
-}
-
 // maxChallengeBody bounds the body of a 407 that carries a handshake's
 // challenge: egret reads it to send the next CONNECT on the same
 // connection.
 const maxChallengeBody = 64 << 10
 
-// connect is Connect running the handshake h (nil: none) from its first
-// value auth: a 407 that h can answer is answered with the next CONNECT on
-// the same connection, so the authentication stays with the tunnel.
+// connect performs an HTTP CONNECT handshake for target on c, which is
+// already connected to an HTTP proxy named name, running the handshake h
+// (nil: none) from its first Proxy-Authorization value auth (or ""). It
+// returns bytes that arrived after the proxy's 200 answer; failures are
+// *proxystatus.Error values naming the proxy, a refusal is a *Refusal.
+// A 407 that h can answer is answered with the next CONNECT on the same
+// connection, so the authentication stays with the tunnel.
 func connect(ctx context.Context, c net.Conn, target, auth string, h *proxyauth.Handshake, name string) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)

@@ -156,12 +156,6 @@ func (k *KDC) AddUser(t testing.TB, name, password string) {
 	k.kadmin(t, fmt.Sprintf("addprinc -pw %s +requires_preauth %s", password, name))
 }
 
-// SetPassword changes a principal's password.
-func (k *KDC) SetPassword(t testing.TB, name, password string) {
-	t.Helper()
-	k.kadmin(t, fmt.Sprintf("cpw -pw %s %s", password, name))
-}
-
 // AddKeytab adds a principal with a random key (a service such as
 // HTTP/proxy.test, or a user that logs in with a keytab) and writes its
 // keys to a keytab file, whose path it returns (readable by every user).

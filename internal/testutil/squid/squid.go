@@ -69,14 +69,6 @@ type Squid struct {
 	stopped bool
 }
 
-// URL returns the proxy URL with credentials (user:pass@) if given.
-func (s *Squid) URL(user, pass string) string {
-	if user == "" {
-		return "http://" + s.Addr
-	}
-	return fmt.Sprintf("http://%s:%s@%s", user, pass, s.Addr)
-}
-
 // Start runs Squid until the test ends.
 func Start(t testing.TB, o Options) *Squid {
 	t.Helper()

@@ -42,6 +42,9 @@ func TestPolicyComponent(t *testing.T) {
 	}) {
 		t.Errorf("gateway env %v lacks EGRET_POLICY=true", env)
 	}
+	if v, _, _ := unstructured.NestedBool(gw.Object, "spec", "template", "spec", "automountServiceAccountToken"); !v {
+		t.Error("the gateway pod does not mount its service-account token: it cannot reach the API server")
+	}
 	wh := find(objs, "Deployment", "egret-webhook")
 	cs, _, _ = unstructured.NestedSlice(wh.Object, "spec", "template", "spec", "containers")
 	args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")

@@ -146,12 +146,17 @@ spec: {}`)
 			t.Errorf("api pod → %s: %q, want …%q", tc.host, got, tc.want)
 		}
 	}
+	// The gateway writes a request's log line once the answer is sent:
+	// curl may have it first.
 	var line string
-	for _, l := range strings.Split(gwLog.String(), "\n") {
-		if strings.Contains(l, `"dest":"allowed.test:`) && strings.Contains(l, `"status":200`) {
-			line = l
+	eventually(t, 10*time.Second, "the gateway logs the allowed request", func() bool {
+		for _, l := range strings.Split(gwLog.String(), "\n") {
+			if strings.Contains(l, `"dest":"allowed.test:`) && strings.Contains(l, `"status":200`) {
+				line = l
+			}
 		}
-	}
+		return line != ""
+	})
 	for _, want := range []string{`"identity":"token"`, `"namespace":"` + ns + `"`, `"pod":"api"`, `"service_account":"api"`, `"policy":"` + ns + `/api"`} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the gateway's access log line lacks %s: %s", want, line)

@@ -37,6 +37,7 @@ var rules = []Rule{
 	ruleNoProxyMissing,
 	ruleNoProxyTooBroad,
 	ruleNodeEnvProxy,
+	ruleCredentialsCleartext,
 	ruleCredentialsInValue,
 	ruleSidecarNotNative,
 	ruleProxyUnexpected,

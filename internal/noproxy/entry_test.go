@@ -265,3 +265,20 @@ func FuzzParse(f *testing.F) {
 		checkAgainstGo(t, value, host, port)
 	})
 }
+
+func TestWHATWGIPv6(t *testing.T) {
+	for in, want := range map[string]string{
+		"::ffff:10.1.2.3":    "::ffff:a01:203",
+		"fd00:0:0:0:0:0:0:1": "fd00::1",
+		"::1":                "::1",
+		"::":                 "::",
+		"1:0:0:2:0:0:0:3":    "1:0:0:2::3",
+		"1:0:2:0:3:0:4:0":    "1:0:2:0:3:0:4:0",
+		"FD00::A":            "fd00::a",
+		"0:0:1::":            "0:0:1::",
+	} {
+		if got := whatwgIPv6(netip.MustParseAddr(in)); got != want {
+			t.Errorf("whatwgIPv6(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -125,8 +125,18 @@ func orNoProxy(name string) string {
 	return name
 }
 
-// decideRequests is requests' should_bypass_proxies + resolve_proxies.
-func decideRequests(env Env, t *target) verdict {
+// decideRequests is requests' should_bypass_proxies + resolve_proxies
+// (2.34: names at label boundaries).
+func decideRequests(env Env, t *target) verdict { return requestsModel{}.decide(env, t) }
+
+// requestsModel is requests at one range of versions.
+type requestsModel struct {
+	// rawSuffix (< 2.34): a name entry matches any host (or host:port)
+	// ending in it, so example.com also covers notexample.com.
+	rawSuffix bool
+}
+
+func (m requestsModel) decide(env Env, t *target) verdict {
 	var notes []string
 	hostname := lower(t.host)
 	np, npName := env.nonEmpty("no_proxy", "NO_PROXY")
@@ -153,6 +163,12 @@ func decideRequests(env Env, t *target) verdict {
 				hwp += ":" + strconv.Itoa(int(t.port))
 			}
 			for _, e := range entries {
+				if m.rawSuffix {
+					if strings.HasSuffix(hostname, e) || strings.HasSuffix(hwp, e) {
+						return direct(fmt.Sprintf("matched entry %s in %s (a raw suffix match)", q(e), npName))
+					}
+					continue
+				}
 				h := strings.TrimLeft(e, ".")
 				if hostname == h || hwp == h || strings.HasSuffix(hostname, "."+h) || strings.HasSuffix(hwp, "."+h) {
 					return direct(fmt.Sprintf("matched entry %s in %s", q(e), npName))

@@ -51,14 +51,18 @@ func (m axiosModel) decide(env Env, t *target) verdict {
 		v.notes = append([]string{"NODE_USE_ENV_PROXY=1: axios leaves the proxy to Node's own agents (on Node >= 22.21 / 24.5), so Node's rules apply"}, v.notes...)
 		return v
 	}
+	if env["NODE_USE_ENV_PROXY"] == "1" {
+		notes = append(notes, "NODE_USE_ENV_PROXY=1 also turns on Node's own proxying under this axios (the two together are not modelled)")
+	}
 	pfe := pfeModel{name: m.name, v1: !m.pfe2, whatwg: true}
 	v := pfe.decide(env, t)
 	if v.d == DecisionDirect {
+		v.notes = append(v.notes, notes...)
 		return m.directTo(t, v)
 	}
 	if m.bypass > 0 {
 		if hit, name, ok := m.bypassEnv(env, t); ok {
-			return m.directTo(t, direct(fmt.Sprintf("matched entry %s in %s (axios's own NO_PROXY check)", q(hit), name)))
+			return m.directTo(t, direct(fmt.Sprintf("matched entry %s in %s (axios's own NO_PROXY check)", q(hit), name), notes...))
 		}
 	}
 	proxy := v.proxy

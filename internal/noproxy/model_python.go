@@ -115,7 +115,15 @@ func decideURLLib(env Env, t *target) verdict {
 	if !strings.Contains(proxy, "://") {
 		proxy = "http://" + proxy
 	}
-	return verdict{d: DecisionProxy, proxy: proxy, reason: fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(np.name), pyNetloc(t)), notes: notes, np: np.value}
+	reason := fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(np.name), pyNetloc(t))
+	if s := schemeOf(proxy); t.scheme == "http" && s != "http" && s != "https" {
+		// ProxyHandler starts over with the proxy's scheme as the URL type.
+		return fail(fmt.Sprintf("%s; urllib has no handler for %s:// proxies (unknown url type)", reason, s), notes...)
+	}
+	if !isASCII(t.host) {
+		return fail(reason+"; urllib cannot send a non-ASCII host name to a proxy (UnicodeEncodeError: it does not convert IDN names)", notes...)
+	}
+	return verdict{d: DecisionProxy, proxy: proxy, reason: reason, notes: notes, np: np.value}
 }
 
 func orNoProxy(name string) string {

@@ -43,6 +43,22 @@ type diffCase struct {
 	// global-agent): one process per environment costs, so they get the
 	// variable cases and a sample of the NO_PROXY values.
 	Wire bool `json:"-"`
+	// Startup marks the smaller sample for Node's own NO_PROXY_ENV_PROXY
+	// runs, one process per environment: the proxy values Node may exit on
+	// at startup, NODE_USE_ENV_PROXY itself, and two NO_PROXY values for the
+	// wiring (the agent runs cover the matching).
+	Startup bool `json:"-"`
+}
+
+// startupSample returns the cases marked Startup.
+func startupSample(cases []diffCase) []diffCase {
+	var out []diffCase
+	for _, c := range cases {
+		if c.Startup {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // wireEntries are the NO_PROXY values of the matrix in the wiring sample.
@@ -129,7 +145,8 @@ func diffCases(t testing.TB) []diffCase {
 	var cs []diffCase
 	for i, np := range diffNameEntries {
 		for j, u := range append(append([]string{}, diffNameURLs...), diffNameControls...) {
-			cs = append(cs, diffCase{ID: fmt.Sprintf("n%02d-u%02d", i, j), Env: bothCases(np), URL: u, Wire: wireEntries[np]})
+			cs = append(cs, diffCase{ID: fmt.Sprintf("n%02d-u%02d", i, j), Env: bothCases(np), URL: u, Wire: wireEntries[np],
+				Startup: np == "example.com" || np == ".example.com"})
 		}
 	}
 	for i, np := range diffIPEntries {
@@ -144,7 +161,7 @@ func diffCases(t testing.TB) []diffCase {
 			for k, val := range v.env() {
 				env[k] = val
 			}
-			cs = append(cs, diffCase{ID: fmt.Sprintf("x%02d-u%02d", i, j), Env: env, URL: u, Wire: j == 0})
+			cs = append(cs, diffCase{ID: fmt.Sprintf("x%02d-u%02d", i, j), Env: env, URL: u, Wire: j == 0, Startup: j == 0 && env["http_proxy"] != "" && !hasScheme(env["http_proxy"])})
 		}
 	}
 	return filterCases(cs)
@@ -187,10 +204,10 @@ func precedenceCases() []diffCase {
 		return env
 	}
 	n := 0
-	wire := true
+	wire, startup := true, false
 	add := func(env map[string]string, urls ...string) {
 		for _, u := range urls {
-			cs = append(cs, diffCase{ID: fmt.Sprintf("p%03d", n), Env: env, URL: u, Wire: wire})
+			cs = append(cs, diffCase{ID: fmt.Sprintf("p%03d", n), Env: env, URL: u, Wire: wire, Startup: startup})
 			n++
 		}
 	}
@@ -199,9 +216,8 @@ func precedenceCases() []diffCase {
 			add(merge(a, b), "http://example.com/")
 			for _, c := range states("https_proxy", diffProxyLower) {
 				for _, d := range states("HTTPS_PROXY", diffProxyUpper) {
-					// The wiring sample: https with the HTTP variables either
-					// both unset or both set.
-					wire = len(a)+len(b) == 0 || (a["http_proxy"] != "" && b["HTTP_PROXY"] != "")
+					// The wiring sample: https with the HTTP variables both set.
+					wire = a["http_proxy"] != "" && b["HTTP_PROXY"] != ""
 					add(merge(a, b, c, d), "https://example.com/")
 					wire = true
 				}
@@ -228,9 +244,13 @@ func precedenceCases() []diffCase {
 			add(merge(cgi, p), "http://example.com/", "https://example.com/")
 		}
 	}
+	startup = true
 	for _, v := range []string{"127.0.0.1:9", "http://user:pa%40ss@127.0.0.1:9", "HTTP://127.0.0.1:9", "http://127.0.0.1:9/", "socks5://127.0.0.1:9"} {
 		add(merge(map[string]string{"http_proxy": v, "https_proxy": v, "HTTP_PROXY": v, "HTTPS_PROXY": v}), "http://example.com/", "https://example.com/")
 	}
+	add(merge(map[string]string{"https_proxy": "socks5://127.0.0.1:9", "HTTP_PROXY": diffProxyUpper}), "http://example.com/")
+	add(merge(all, map[string]string{"NODE_USE_ENV_PROXY": "0"}), "http://example.com/", "https://example.com/")
+	startup = false
 	add(merge(map[string]string{"npm_config_proxy": diffProxyLower}), "http://example.com/", "https://example.com/")
 	add(merge(map[string]string{"npm_config_http_proxy": diffProxyLower, "HTTP_PROXY": diffProxyUpper}), "http://example.com/")
 	add(merge(all, map[string]string{"npm_config_no_proxy": "example.com"}), "http://example.com/")
@@ -352,7 +372,7 @@ func withoutVar(cases []diffCase, name string) []diffCase {
 				env[k] = v
 			}
 		}
-		out[i] = diffCase{ID: c.ID, Env: env, URL: c.URL, Wire: c.Wire}
+		out[i] = diffCase{ID: c.ID, Env: env, URL: c.URL, Wire: c.Wire, Startup: c.Startup}
 	}
 	return out
 }
@@ -578,10 +598,7 @@ func TestDifferentialGo(t *testing.T) {
 			if _, err := os.Stat(bin); err != nil {
 				testutil.Missing(t, bin+" is not built (scripts/deps/24-go-toolchains.sh)")
 			}
-			cs := cases
-			if _, out := outsideVersions["go@"+v]; out {
-				cs = wired(cases)
-			}
+			cs := cases // outside too: a Go process starts in milliseconds
 			start := time.Now()
 			got, version := w.perProcess(t, "go "+v, []string{bin}, nil, "", cs)
 			l.judge(t, liveRun{family: "go", version: version, got: got, cases: cs, wall: time.Since(start)})
@@ -793,7 +810,7 @@ func TestDifferentialNode(t *testing.T) {
 		})
 		t.Run("node-"+n.version+"-core", func(t *testing.T) {
 			start := time.Now()
-			cs := wired(cases)
+			cs := startupSample(cases)
 			got, _ := w.perProcess(t, "node "+n.version, []string{bin, script, "core"}, []string{"PATH=" + os.Getenv("PATH")}, clientsDir(t), cs)
 			l.judge(t, liveRun{family: "node-http", version: n.version, got: got, cases: cs, wall: time.Since(start)})
 		})
@@ -890,4 +907,42 @@ func TestDifferentialJava(t *testing.T) {
 	}
 	l.judge(t, liveRun{family: "java", version: cr.version, got: got, cases: cases, wall: time.Since(start)})
 	l.check()
+}
+
+// TestDiffCases checks what the generator covers and logs the sizes of the
+// samples (run with -v).
+func TestDiffCases(t *testing.T) {
+	cases := diffCases(t)
+	envs := func(cs []diffCase) int { return len(groupByEnv(cs)) }
+	t.Logf("%d cases in %d environments; wiring sample %d cases in %d environments; startup sample %d in %d",
+		len(cases), envs(cases), len(wired(cases)), envs(wired(cases)), len(startupSample(cases)), envs(startupSample(cases)))
+	seen := map[string]bool{}
+	for _, c := range cases {
+		np := c.Env["no_proxy"] + "|" + c.Env["NO_PROXY"]
+		for what, ok := range map[string]bool{
+			"IDN URL":            strings.ContainsAny(c.URL, "ü"),
+			"IDN entry":          strings.Contains(np, "ü"),
+			"trailing-dot URL":   strings.Contains(c.URL, ".:") || strings.Contains(c.URL, "./"),
+			"trailing-dot entry": strings.Contains(np, ".,") || strings.HasSuffix(np, "."),
+			"IPv6 CIDR":          strings.Contains(np, "::/"),
+			"IPv4-mapped":        strings.Contains(c.URL+np, "::ffff:"),
+			"bracketed entry":    strings.Contains(np, "["),
+			"blank":              strings.Contains(np, " "),
+			"tab":                strings.Contains(np, "\t"),
+			"empty entry":        strings.Contains(np, ",,"),
+			"both-case differ":   c.Env["no_proxy"] != c.Env["NO_PROXY"],
+			"upper-case entry":   strings.Contains(np, "CORP.TEST"),
+			"star in list":       strings.Contains(np, ",*"),
+		} {
+			if ok {
+				seen[what] = true
+			}
+		}
+	}
+	for _, what := range []string{"IDN URL", "IDN entry", "trailing-dot URL", "trailing-dot entry", "IPv6 CIDR", "IPv4-mapped",
+		"bracketed entry", "blank", "tab", "empty entry", "both-case differ", "upper-case entry", "star in list"} {
+		if !seen[what] {
+			t.Errorf("no generated case has %s", what)
+		}
+	}
 }

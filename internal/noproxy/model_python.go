@@ -89,7 +89,24 @@ func pyNetloc(t *target) string {
 	return h
 }
 
-func decideURLLib(env Env, t *target) verdict {
+func decideURLLib(env Env, t *target) verdict { return urllibModel{}.decide(env, t) }
+
+// urllibModel is urllib.request at one range of Python versions.
+type urllibModel struct {
+	// asciiOnly (3.6): a non-ASCII host name fails even direct (http.client
+	// encodes the Host header as ASCII).
+	asciiOnly bool
+}
+
+func (m urllibModel) decide(env Env, t *target) verdict {
+	v := m.decideAny(env, t)
+	if m.asciiOnly && v.d == DecisionDirect && !isASCII(t.host) {
+		return fail(v.reason+"; Python 3.6's http.client cannot send a non-ASCII host name (UnicodeEncodeError)", v.notes...)
+	}
+	return v
+}
+
+func (m urllibModel) decideAny(env Env, t *target) verdict {
 	var notes []string
 	d := pyProxies(env)
 	p, ok := d[t.scheme]
@@ -146,7 +163,12 @@ type requestsModel struct {
 
 func (m requestsModel) decide(env Env, t *target) verdict {
 	var notes []string
-	hostname := lower(t.host)
+	// requests prepares the URL first: a name in punycode, an IP literal
+	// as written (lower case, no brackets).
+	hostname := t.hostname
+	if t.ip.IsValid() {
+		hostname = lower(t.host)
+	}
 	np, npName := env.nonEmpty("no_proxy", "NO_PROXY")
 	if np != "" {
 		var entries []string
@@ -204,7 +226,11 @@ func (m requestsModel) decide(env Env, t *target) verdict {
 	if err != nil {
 		return fail(fmt.Sprintf("%s: %v", p.name, err), notes...)
 	}
-	return verdict{d: DecisionProxy, proxy: proxy, reason: fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(npName), hostname), notes: notes, np: np}
+	reason := fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(npName), hostname)
+	if strings.HasPrefix(schemeOf(proxy), "socks") {
+		return fail(reason+"; requests needs PySocks (requests[socks]) for socks proxies and fails without it (InvalidSchema), as here", notes...)
+	}
+	return verdict{d: DecisionProxy, proxy: proxy, reason: reason, notes: notes, np: np}
 }
 
 // pyIsIPv4 is socket.inet_aton: 1 to 4 numeric parts (decimal, octal, hex).

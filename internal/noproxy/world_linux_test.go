@@ -412,9 +412,18 @@ func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]ha
 		}
 	}()
 	res := map[string]harnessResult{}
+	fresh, startupDeaths, answered, deadAtStart := false, 0, 0, ""
 	for _, c := range cases {
+		if deadAtStart != "" {
+			// The first two processes of the run both died on their first
+			// case: the process does not start (a package that cannot load,
+			// an environment Node exits on), so every case fails alike.
+			res[c.ID] = harnessResult{ID: c.ID, Result: "E", Detail: "no connection [" + deadAtStart + "]"}
+			continue
+		}
 		if p == nil {
 			p = w.start(ctx, t, cr)
+			fresh = true
 		}
 		w.take()
 		var b []byte
@@ -452,7 +461,15 @@ func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]ha
 			p.stop()
 			dead += ": " + errLine(p.stderr.String())
 			p = nil
+			if fresh && answered == 0 {
+				if startupDeaths++; startupDeaths >= 2 {
+					deadAtStart = dead
+				}
+			}
+		} else {
+			answered++
 		}
+		fresh = false
 		if err := w.barrier(); err != nil {
 			t.Fatalf("%s: %v", cr.name, err)
 		}

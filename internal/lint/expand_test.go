@@ -169,3 +169,36 @@ func messages(fs []Finding) []string {
 	}
 	return out
 }
+
+// FuzzExpand checks expandParts on any value: no panic, the parts cover
+// the result exactly and in order, and the result without parts is expand's.
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"http://$(PROXY_USER):$(PROXY_PASS)@gate:8080", "$$(X)", "$(", "$(A$(B))", "a$", "$()", "$(UNKNOWN)x", "$(SECRET)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		env := &environment{vars: map[string]*envVar{}}
+		env.set(&envVar{name: "PROXY_USER", value: "u$(X)", known: true, origin: fromSecret})
+		env.set(&envVar{name: "SECRET", known: false, origin: fromSecret})
+		lit := &envVar{name: "LIT", known: true, origin: fromValue}
+		lit.value, lit.parts = expandParts("p@ss", env, lit)
+		env.set(lit)
+		v := &envVar{name: "V", origin: fromValue, known: true}
+		v.value, v.parts = expandParts(s, env, v)
+		if v.value != expand(s, env) {
+			t.Fatalf("expandParts and expand differ on %q", s)
+		}
+		end := 0
+		for _, p := range v.parts {
+			if p.start != end || p.end <= p.start || p.end > len(v.value) || (p.owner == nil) == (p.src == nil) {
+				t.Fatalf("%q: bad part %+v after %d in %q", s, p, end, v.value)
+			}
+			end = p.end
+		}
+		if end != len(v.value) {
+			t.Fatalf("%q: parts end at %d of %d", s, end, len(v.value))
+		}
+		_ = badUserinfoBytes(v.value)
+		_, _, _, _ = userinfoSpan(v.value)
+	})
+}

@@ -191,6 +191,9 @@ var (
 	reAxV4Octet      = regexp.MustCompile(`^(?:0|[1-9]\d{0,2})$`)
 	reAxV6Group      = regexp.MustCompile(`(?i)^[0-9a-f]{1,4}$`)
 	reAxCIDR         = regexp.MustCompile(`^(.+)/(0|[1-9]\d{0,2})$`)
+	reAxLoopDotted   = regexp.MustCompile(`(?i)^::ffff:(\d+\.\d+\.\d+\.\d+)$`)
+	reAxLoopHex      = regexp.MustCompile(`(?i)^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$`)
+	reAxLastOne      = regexp.MustCompile(`^0*1$`)
 )
 
 // axUnmap writes an IPv4-mapped IPv6 address as dotted IPv4.
@@ -421,10 +424,10 @@ func (m axiosModel) loopback(h string) bool {
 	if h == "::1" {
 		return true
 	}
-	if mm := regexp.MustCompile(`(?i)^::ffff:(\d+\.\d+\.\d+\.\d+)$`).FindStringSubmatch(h); mm != nil {
+	if mm := reAxLoopDotted.FindStringSubmatch(h); mm != nil {
 		return v4loop(mm[1])
 	}
-	if mm := regexp.MustCompile(`(?i)^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$`).FindStringSubmatch(h); mm != nil {
+	if mm := reAxLoopHex.FindStringSubmatch(h); mm != nil {
 		hi, _ := strconv.ParseUint(mm[1], 16, 16)
 		return hi >= 0x7f00 && hi <= 0x7fff
 	}
@@ -435,7 +438,7 @@ func (m axiosModel) loopback(h string) bool {
 				return false
 			}
 		}
-		return regexp.MustCompile(`^0*1$`).MatchString(groups[7])
+		return reAxLastOne.MatchString(groups[7])
 	}
 	return false
 }

@@ -11,25 +11,47 @@ TEST_TIMEOUT ?= 20m
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
-build: ## build the static egret binary into bin/egret
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN) ./cmd/egret
+# Build identity (internal/version, `egret version`, the image labels, the
+# egret_build_info metric): git describe of the tag, the commit, whether the
+# work tree has uncommitted changes, and the build date: SOURCE_DATE_EPOCH
+# when set, else the commit's date, so one commit always builds the same bytes.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
+DIRTY      ?= $(shell test -z "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo false || echo true)
+BUILD_DATE ?= $(shell date -u -d "@$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)}" +%Y-%m-%dT%H:%M:%SZ)
+VPKG       := egret.io/egret/internal/version
+LDFLAGS    := -s -w -X $(VPKG).version=$(VERSION) -X $(VPKG).commit=$(COMMIT) -X $(VPKG).dirty=$(DIRTY) -X $(VPKG).date=$(BUILD_DATE)
+# CGO_ENABLED=0: one static binary (a plain `go build` links libc for net and os/user).
+GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
-IMAGE ?= ghcr.io/egret-io/egret:dev
-image: build ## OCI image tarball bin/egret-image.tar, no Docker daemon (IMAGE=ref to tag it)
-	$(GO) run ./deploy/image -binary $(BIN) -o bin/egret-image.tar -tag $(IMAGE)
+build: ## build the static egret binary into bin/egret, stamped with the version
+	$(GOBUILD) -o $(BIN) ./cmd/egret
 
-image-iptables: build ## the image plus iptables-nft/legacy from Debian packages (init container): bin/egret-iptables-image.tar
-	./scripts/iptables-debs.sh bin/iptables-debs
-	$(GO) run ./deploy/image -binary $(BIN) -iptables-debs bin/iptables-debs -o bin/egret-iptables-image.tar -tag $(IMAGE)-iptables
+IMAGE     ?= ghcr.io/egret-io/egret:dev
+PLATFORMS ?= linux/amd64 linux/arm64
+EGRET_CACHE ?= $(HOME)/.cache/egret
+image: ## OCI image layout bin/egret-oci: an index for PLATFORMS, SPDX SBOMs, version labels; no Docker daemon
+	@set -e; for p in $(PLATFORMS); do \
+	  echo "build $$p"; GOOS=$${p%/*} GOARCH=$${p#*/} $(GOBUILD) -o bin/$${p%/*}-$${p#*/}/egret ./cmd/egret; \
+	done
+	$(GO) run ./deploy/image $(foreach p,$(PLATFORMS),-binary $(p)=bin/$(subst /,-,$(p))/egret) \
+	  -version '$(VERSION)' -revision '$(COMMIT)' -created '$(BUILD_DATE)' -sbom bin -o bin/egret-oci -tag $(IMAGE)
 
-test-deps: ## install everything the tests use (apt, npm, kube-apiserver/etcd cache)
+image-iptables: build ## the image plus iptables-nft/legacy from Debian packages (init container), this machine's platform: bin/egret-iptables-oci
+	./scripts/iptables-debs.sh $(EGRET_CACHE)/iptables-debs
+	$(GO) run ./deploy/image -binary linux/$$($(GO) env GOARCH)=$(BIN) -iptables-debs $(EGRET_CACHE)/iptables-debs \
+	  -version '$(VERSION)' -revision '$(COMMIT)' -created '$(BUILD_DATE)' -sbom bin -o bin/egret-iptables-oci -tag $(IMAGE)-iptables
+
+test-deps: ## install everything the tests use (apt, npm, kube-apiserver/etcd and Debian packages into EGRET_CACHE)
 	./scripts/test-deps.sh
 
-test: test-deps vet ## install test dependencies, then run every test with -race
-	EGRET_REQUIRE_ALL=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+# The suite runs through tools/testsummary: plain go test output, then the
+# counts and every skipped test with its reason; the exit code is go test's.
+test: test-deps vet ## install test dependencies, then run every test with -race; lists skipped tests at the end
+	set -o pipefail; EGRET_REQUIRE_ALL=1 $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) | $(GO) run ./tools/testsummary
 
-test-short: ## unit tests only (no external tools)
-	$(GO) test -short -count=1 $(PKGS)
+test-short: ## unit tests only (no external tools, nothing installed), a few minutes
+	set -o pipefail; $(GO) test -json -short -count=1 $(PKGS) | $(GO) run ./tools/testsummary
 
 vet: ## gofmt check and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

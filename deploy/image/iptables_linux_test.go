@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -16,36 +15,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/netns"
 )
 
-// iptablesDebs downloads the packages of the iptables layer with the same
-// script `make image-iptables` uses, into a cache kept between runs.
+// iptablesDebs returns the cached Debian packages of the iptables layer,
+// which scripts/deps/25-iptables-debs.sh downloads (with the script `make
+// image-iptables` uses): the tests never download.
 func iptablesDebs(t *testing.T) string {
 	t.Helper()
-	testutil.NeedTool(t, "apt-get")
 	testutil.NeedTool(t, "dpkg-deb")
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "egret", "iptables-debs")
-	out, err := exec.Command("../../scripts/iptables-debs.sh", dir).CombinedOutput()
-	if err != nil {
-		testutil.Missing(t, "cannot download the Debian packages for the iptables layer: "+err.Error()+": "+string(out))
+	dir := filepath.Join(testutil.CacheDir(), "iptables-debs")
+	if m, _ := filepath.Glob(filepath.Join(dir, "iptables_*.deb")); len(m) == 0 {
+		testutil.Missing(t, "no iptables packages in "+dir+" (run scripts/deps/25-iptables-debs.sh or make test-deps)")
 	}
 	return dir
-}
-
-func staticEgret(t *testing.T, dir string) string {
-	t.Helper()
-	return testutil.BuildEgret(t)
 }
 
 // unpack writes the image's filesystem (all layers flattened) under root,
@@ -118,26 +106,48 @@ func TestIptablesImage(t *testing.T) {
 	netns.Require(t, "chroot", "mount", "sh", "iptables-nft-save", "iptables-legacy-save")
 	debs := iptablesDebs(t)
 	dir := t.TempDir()
-	bin := staticEgret(t, dir)
-	o := Options{Binary: bin, Arch: runtime.GOARCH, Version: "test", IptablesDebs: debs}
-	out := filepath.Join(dir, "egret-iptables.tar")
-	if _, err := Write(o, out, "ghcr.io/egret-io/egret:test-iptables"); err != nil {
+	bin := filepath.Join(dir, "egret")
+	goBuild(t, runtime.GOARCH, "egret.io/egret/cmd/egret", bin)
+	o := Options{Stamp: labelsStamp(), IptablesDebs: debs}
+	out := filepath.Join(dir, "egret-iptables-oci")
+	b, err := BuildIndex(o, []Platform{{"linux", runtime.GOARCH, bin}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	tag, _ := name.NewTag("ghcr.io/egret-io/egret:test-iptables")
-	img, err := tarball.ImageFromPath(out, &tag)
+	d, err := WriteLayout(out, b.Index, "ghcr.io/egret-io/egret:test-iptables")
 	if err != nil {
-		t.Fatalf("load tarball: %v", err)
+		t.Fatal(err)
 	}
-	fi, _ := os.Stat(out)
-	t.Logf("iptables image tarball: %d bytes", fi.Size())
+	lp, err := layout.FromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _ := lp.ImageIndex()
+	idx, err := top.ImageIndex(d)
+	if err != nil {
+		t.Fatalf("read the layout back: %v", err)
+	}
+	im, _ := idx.IndexManifest()
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatalf("read the image back: %v", err)
+	}
+	out = filepath.Join(out, "blobs")
+	var size int64
+	filepath.Walk(out, func(_ string, fi os.FileInfo, _ error) error {
+		if fi != nil && !fi.IsDir() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	t.Logf("iptables image layout: %d bytes of blobs", size)
 
 	t.Run("layers-and-config", func(t *testing.T) {
 		layers, err := img.Layers()
 		if err != nil || len(layers) != 2 {
 			t.Fatalf("%d layers (%v), want the egret layer and the iptables layer", len(layers), err)
 		}
-		plain, err := Build(Options{Binary: bin, Arch: runtime.GOARCH, Version: "test"})
+		plain, err := Build(Options{Binary: bin, Arch: runtime.GOARCH, Stamp: labelsStamp()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +223,7 @@ func TestIptablesImage(t *testing.T) {
 // libc.so.6 are missing.
 func TestIptablesLayerNeedsEveryLibrary(t *testing.T) {
 	if testing.Short() {
-		t.Skip("downloads Debian packages")
+		t.Skip("reads the cached Debian packages of the iptables layer")
 	}
 	debs := iptablesDebs(t)
 	partial := t.TempDir()

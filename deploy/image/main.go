@@ -1,13 +1,30 @@
 // Command image builds egret's OCI image without a Docker daemon: the static
-// egret binary on an empty base, run as user 1337, written as a tarball that
-// `docker load`, `podman load`, `crane push` and kind/k3s image import read.
+// egret binary on an empty base, run as user 1337, for one or more
+// platforms, written as an OCI image layout (a directory: oci-layout,
+// index.json, blobs/) whose index.json names one multi-platform image
+// index. `make image` builds linux/amd64 and linux/arm64:
 //
-//	go run ./deploy/image -binary bin/egret -o bin/egret-image.tar -tag ghcr.io/egret-io/egret:dev
+//	go run ./deploy/image -binary linux/amd64=bin/linux-amd64/egret -binary linux/arm64=bin/linux-arm64/egret \
+//	    -version v0.1.0 -revision <commit> -created 2026-01-02T03:04:05Z -sbom bin -o bin/egret-oci -tag ghcr.io/egret-io/egret:v0.1.0
 //
-// The image holds /egret, /etc/passwd and /etc/group naming user egret
+// `crane push bin/egret-oci REF` and `skopeo copy --all oci:bin/egret-oci
+// docker://REF` push it; a tar of the directory is an OCI archive that
+// `docker load` (25+), `podman load` and `kind load image-archive` read.
+//
+// Each image holds /egret, /etc/passwd and /etc/group naming user egret
 // (1337), and the CA certificates of the build machine (for TLS to upstream
-// proxies) when -ca-certs exists. Timestamps are zero, so the same inputs
-// give the same image digest.
+// proxies) when -ca-certs exists. Its labels carry the build identity
+// (org.opencontainers.image.version, .revision, .created); the builder
+// refuses a binary that was not stamped with that version and commit (make
+// build stamps it), one for another architecture, and a dynamically linked
+// one. The image's creation time is -created, so the same commit gives the
+// same digests.
+//
+// Beside each platform's image the index holds its SPDX 2.3 SBOM (the Go
+// modules linked into that binary, read from its build information) as an
+// OCI artifact whose subject is that image, with platform unknown/unknown so
+// that no runtime pulls it as the image; -sbom DIR also writes them as
+// DIR/egret-<os>-<arch>.spdx.json.
 //
 // With -iptables-debs DIR (make image-iptables) a second layer adds
 // iptables-nft and iptables-legacy, their xtables extensions, the shared
@@ -19,16 +36,21 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -37,12 +59,12 @@ import (
 // UID is the user the image runs as (the proxy UID transparent mode excludes).
 const UID = 1337
 
-// Options describe the image.
+// Options describe one platform's image.
 type Options struct {
 	Binary  string // path of the static egret binary
 	CACerts string // CA bundle to include; "" or missing: none
 	Arch    string // GOARCH of the binary
-	Version string // org.opencontainers.image.version label
+	Stamp
 	// IptablesDebs, when set, is a directory of Debian packages
 	// (scripts/iptables-debs.sh) from which a second layer adds
 	// iptables-nft and iptables-legacy with their libraries, for the
@@ -50,14 +72,90 @@ type Options struct {
 	IptablesDebs string
 }
 
-// Build returns the image.
+// Stamp is the build identity the labels carry; make passes the values it
+// stamped into the binaries.
+type Stamp struct {
+	Version  string // org.opencontainers.image.version (git describe)
+	Revision string // org.opencontainers.image.revision (the commit); "" = not checked
+	Created  string // org.opencontainers.image.created, RFC 3339; "" = the Unix epoch
+}
+
+// elfMachine maps GOARCH to the ELF machine of its binaries.
+var elfMachine = map[string]elf.Machine{
+	"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "arm": elf.EM_ARM, "386": elf.EM_386,
+	"ppc64le": elf.EM_PPC64, "s390x": elf.EM_S390, "riscv64": elf.EM_RISCV,
+}
+
+// checkBinary refuses what would not run or would lie in the image: not an
+// ELF, another architecture, dynamically linked (the image has no libc), or
+// not stamped with the labels' version and commit.
+func checkBinary(path string, bin []byte, o Options) error {
+	if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
+		return fmt.Errorf("%s: not an ELF binary", path)
+	}
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if want, ok := elfMachine[o.Arch]; !ok {
+		return fmt.Errorf("unknown architecture %q", o.Arch)
+	} else if f.Machine != want {
+		return fmt.Errorf("%s is a %s binary, not %s", path, f.Machine, o.Arch)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked: the image has no libc; build it with CGO_ENABLED=0 (make build)", path)
+		}
+	}
+	// -X stores each value verbatim among the binary's strings.
+	for _, v := range []struct{ what, s string }{{"version", o.Version}, {"commit", o.Revision}} {
+		if v.s != "" && v.s != "dev" && !bytes.Contains(bin, []byte(v.s)) {
+			return fmt.Errorf("%s was not built with %s %s, which the labels would claim (make image builds and labels in one step)", path, v.what, v.s)
+		}
+	}
+	return nil
+}
+
+// created is the image creation time: Stamp.Created, else the epoch.
+func (s Stamp) created() (time.Time, error) {
+	if s.Created == "" {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s.Created)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("created %q: want RFC 3339 (2026-01-02T03:04:05Z)", s.Created)
+	}
+	return t.UTC(), nil
+}
+
+// Labels are the image's OCI labels.
+func (s Stamp) Labels() map[string]string {
+	l := map[string]string{
+		"org.opencontainers.image.title":   "egret",
+		"org.opencontainers.image.version": s.Version,
+		"org.opencontainers.image.source":  "https://github.com/egret-io/egret",
+	}
+	if s.Revision != "" {
+		l["org.opencontainers.image.revision"] = s.Revision
+	}
+	if s.Created != "" {
+		l["org.opencontainers.image.created"] = s.Created
+	}
+	return l
+}
+
+// Build returns one platform's image.
 func Build(o Options) (v1.Image, error) {
 	bin, err := os.ReadFile(o.Binary)
 	if err != nil {
 		return nil, fmt.Errorf("read binary: %w", err)
 	}
-	if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
-		return nil, fmt.Errorf("%s: not an ELF binary", o.Binary)
+	if err := checkBinary(o.Binary, bin, o); err != nil {
+		return nil, err
+	}
+	created, err := o.created()
+	if err != nil {
+		return nil, err
 	}
 	files := []file{
 		{name: "etc/", dir: true},
@@ -76,13 +174,7 @@ func Build(o Options) (v1.Image, error) {
 			return nil, fmt.Errorf("read ca certificates: %w", err)
 		}
 	}
-	layerTar, err := tarOf(files)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	layer, err := layerOf(files)
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
@@ -97,13 +189,7 @@ func Build(o Options) (v1.Image, error) {
 		if err != nil {
 			return nil, err
 		}
-		ipt, err := tarOf(files)
-		if err != nil {
-			return nil, err
-		}
-		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(ipt)), nil
-		}, tarball.WithMediaType(types.OCILayer))
+		layer, err := layerOf(files)
 		if err != nil {
 			return nil, fmt.Errorf("iptables layer: %w", err)
 		}
@@ -117,7 +203,7 @@ func Build(o Options) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", o.Arch
-	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cf.Created = v1.Time{Time: created}
 	cf.Config.Entrypoint = []string{"/egret"}
 	cf.Config.Cmd = nil
 	cf.Config.User = fmt.Sprintf("%d:%d", UID, UID)
@@ -128,15 +214,21 @@ func Build(o Options) (v1.Image, error) {
 		cf.Config.Env = append(cf.Config.Env, "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
 	}
 	cf.Config.ExposedPorts = map[string]struct{}{"3128/tcp": {}, "9901/tcp": {}, "9443/tcp": {}}
-	cf.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":   "egret",
-		"org.opencontainers.image.version": o.Version,
-		"org.opencontainers.image.source":  "https://github.com/egret-io/egret",
-	}
+	cf.Config.Labels = o.Labels()
 	if o.IptablesDebs != "" {
 		cf.Config.Labels["io.egret.iptables"] = debVersion(o.IptablesDebs, "iptables")
 	}
 	return mutate.ConfigFile(img, cf)
+}
+
+func layerOf(files []file) (v1.Layer, error) {
+	b, err := tarOf(files)
+	if err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}, tarball.WithMediaType(types.OCILayer))
 }
 
 type file struct {
@@ -175,37 +267,177 @@ func tarOf(files []file) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Write builds the image and writes it as a tarball tagged tag.
-func Write(o Options, out, tag string) (v1.Hash, error) {
+// Platform is one image of the index: "linux/arm64" and its binary.
+type Platform struct {
+	OS, Arch, Binary string
+}
+
+// ParsePlatform reads "linux/arm64=path".
+func ParsePlatform(s string) (Platform, error) {
+	plat, bin, ok := strings.Cut(s, "=")
+	osName, arch, ok2 := strings.Cut(plat, "/")
+	if !ok || !ok2 || bin == "" || osName != "linux" || arch == "" {
+		return Platform{}, fmt.Errorf("-binary %q: want linux/ARCH=PATH (e.g. linux/arm64=bin/linux-arm64/egret)", s)
+	}
+	return Platform{OS: osName, Arch: arch, Binary: bin}, nil
+}
+
+// Built is the result of BuildIndex.
+type Built struct {
+	Index  v1.ImageIndex
+	Images map[string]v1.Image // by "linux/arch"
+	SBOMs  map[string][]byte   // SPDX JSON by "linux/arch"
+}
+
+// BuildIndex builds one image per platform (the binary given for each, the
+// rest of o shared) and the index of them with their SBOMs.
+func BuildIndex(o Options, platforms []Platform) (*Built, error) {
+	if len(platforms) == 0 {
+		return nil, errors.New("no -binary given")
+	}
+	b := &Built{Images: map[string]v1.Image{}, SBOMs: map[string][]byte{}}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var adds []mutate.IndexAddendum
+	var sboms []mutate.IndexAddendum
+	sort.Slice(platforms, func(i, j int) bool { return platforms[i].Arch < platforms[j].Arch })
+	for _, p := range platforms {
+		key := p.OS + "/" + p.Arch
+		if _, dup := b.Images[key]; dup {
+			return nil, fmt.Errorf("platform %s given twice", key)
+		}
+		po := o
+		po.Binary, po.Arch = p.Binary, p.Arch
+		img, err := Build(po)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		b.Images[key] = img
+		desc, err := descriptorOf(img)
+		if err != nil {
+			return nil, err
+		}
+		desc.Platform = &v1.Platform{OS: p.OS, Architecture: p.Arch}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: *desc})
+		doc, err := SBOM(p.Binary, key, o.Stamp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: sbom: %w", key, err)
+		}
+		b.SBOMs[key] = doc
+		art, err := sbomArtifact(doc, *desc, o.Stamp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: sbom: %w", key, err)
+		}
+		adesc, err := descriptorOf(art)
+		if err != nil {
+			return nil, err
+		}
+		adesc.ArtifactType = SPDXMediaType
+		adesc.Platform = &v1.Platform{OS: "unknown", Architecture: "unknown"}
+		adesc.Annotations = map[string]string{"org.opencontainers.image.ref.name": "sbom-" + p.OS + "-" + p.Arch}
+		sboms = append(sboms, mutate.IndexAddendum{Add: art, Descriptor: *adesc})
+	}
+	// Images first: a runtime that picks the first usable entry never sees
+	// an SBOM before them.
+	b.Index = mutate.AppendManifests(idx, append(adds, sboms...)...)
+	return b, nil
+}
+
+func descriptorOf(img v1.Image) (*v1.Descriptor, error) {
+	d, err := img.Digest()
+	if err != nil {
+		return nil, err
+	}
+	sz, err := img.Size()
+	if err != nil {
+		return nil, err
+	}
+	mt, err := img.MediaType()
+	if err != nil {
+		return nil, err
+	}
+	return &v1.Descriptor{MediaType: mt, Size: sz, Digest: d}, nil
+}
+
+// WriteLayout writes the index as an OCI image layout in dir (replacing
+// it), its one entry annotated with the tag, and returns the index digest.
+func WriteLayout(dir string, idx v1.ImageIndex, tag string) (v1.Hash, error) {
 	ref, err := name.NewTag(tag)
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("tag %q: %w", tag, err)
 	}
-	img, err := Build(o)
-	if err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		return v1.Hash{}, err
 	}
-	if err := tarball.WriteToFile(out, ref, img); err != nil {
-		return v1.Hash{}, fmt.Errorf("write %s: %w", out, err)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("write %s: %w", dir, err)
 	}
-	return img.Digest()
+	err = p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": ref.TagStr(),
+		"io.containerd.image.name":          ref.Name(),
+	}))
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("write %s: %w", dir, err)
+	}
+	return idx.Digest()
+}
+
+type platformFlags []Platform
+
+func (p *platformFlags) String() string { return fmt.Sprint(*p) }
+func (p *platformFlags) Set(s string) error {
+	pl, err := ParsePlatform(s)
+	if err != nil {
+		return err
+	}
+	*p = append(*p, pl)
+	return nil
 }
 
 func main() {
 	var o Options
-	var out, tag string
-	flag.StringVar(&o.Binary, "binary", "bin/egret", "static egret binary (make build)")
+	var platforms platformFlags
+	var out, tag, sbomDir string
+	flag.Var(&platforms, "binary", "linux/ARCH=PATH: a static egret binary for that platform (repeatable; make image builds them)")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to include (skipped when missing)")
-	flag.StringVar(&o.Arch, "arch", "amd64", "architecture of the binary")
-	flag.StringVar(&o.Version, "version", "dev", "image version label")
+	flag.StringVar(&o.Version, "version", "dev", "org.opencontainers.image.version: the version stamped into the binaries")
+	flag.StringVar(&o.Revision, "revision", "", "org.opencontainers.image.revision: the commit stamped into the binaries")
+	flag.StringVar(&o.Created, "created", "", "org.opencontainers.image.created and the image time, RFC 3339 (default: the Unix epoch)")
 	flag.StringVar(&o.IptablesDebs, "iptables-debs", "", "directory of Debian packages (scripts/iptables-debs.sh) for the iptables variant")
-	flag.StringVar(&out, "o", "bin/egret-image.tar", "output tarball")
-	flag.StringVar(&tag, "tag", "ghcr.io/egret-io/egret:dev", "image reference recorded in the tarball")
+	flag.StringVar(&out, "o", "bin/egret-oci", "output directory: an OCI image layout")
+	flag.StringVar(&tag, "tag", "ghcr.io/egret-io/egret:dev", "image reference recorded in the layout")
+	flag.StringVar(&sbomDir, "sbom", "", "also write each platform's SBOM as DIR/egret-<os>-<arch>.spdx.json")
 	flag.Parse()
-	d, err := Write(o, out, tag)
-	if err != nil {
+	if err := run(o, platforms, out, tag, sbomDir); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%s %s %s\n", out, tag, d)
+}
+
+func run(o Options, platforms []Platform, out, tag, sbomDir string) error {
+	b, err := BuildIndex(o, platforms)
+	if err != nil {
+		return err
+	}
+	d, err := WriteLayout(out, b.Index, tag)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(b.SBOMs))
+	for k := range b.SBOMs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if sbomDir == "" {
+			break
+		}
+		p := filepath.Join(sbomDir, "egret-"+strings.ReplaceAll(k, "/", "-")+".spdx.json")
+		if err := os.WriteFile(p, b.SBOMs[k], 0o644); err != nil {
+			return err
+		}
+		fmt.Println("sbom", p)
+	}
+	fmt.Printf("%s %s %s (%s)\n", out, tag, d, strings.Join(keys, ", "))
+	return nil
 }

@@ -2,12 +2,18 @@ package admin
 
 import (
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,6 +36,7 @@ type Status struct {
 	Default     string            `json:"default_route"`
 	Pools       []PoolStatus      `json:"pools"`
 	Credentials *CredentialStatus `json:"credentials,omitempty"`
+	Config      *ConfigStatus     `json:"config,omitempty"`     // live reloads; nil when off
 	Protection  []string          `json:"protection,omitempty"` // the hardening and limits in force, one line each
 	Breakers    []BreakerStatus   `json:"breakers"`
 	Top         []DestTraffic     `json:"top_destinations"`
@@ -80,6 +87,16 @@ type CredentialStatus struct {
 	Rotating   bool      `json:"rotating"` // a new credential waits for its first success
 }
 
+// ConfigStatus describes live reloads of the configuration.
+type ConfigStatus struct {
+	File       string    `json:"file,omitempty"`
+	LastReload time.Time `json:"last_reload,omitzero"`
+	LastError  string    `json:"last_error,omitempty"` // the last reload failed: the configuration before it stays in force
+	// NeedsRestart names settings the last reload changed that take effect
+	// at the next restart.
+	NeedsRestart []string `json:"needs_restart,omitempty"`
+}
+
 // BreakerStatus is a destination whose circuit breaker is not closed or
 // has failures.
 type BreakerStatus struct {
@@ -119,17 +136,37 @@ type Options struct {
 	Status func() Status
 	// PProf serves net/http/pprof under /debug/pprof/.
 	PProf bool
+	// Token returns the bearer token that opens the status page,
+	// status.json and pprof to peers that are not on loopback; "" means
+	// there is none, and only loopback peers (kubectl port-forward) see
+	// them. nil is the same as "". An error fails closed: only loopback.
+	// /healthz, /readyz and /metrics are open to whoever reaches the
+	// listener (the kubelet, Prometheus).
+	Token func() (string, error)
 }
 
 // Handler returns the admin HTTP handler.
 func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
+	private := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if !o.allowed(r) {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.Header().Set("Cache-Control", "no-store")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="egret admin"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprintln(w, "egret admin: the status page, status.json and pprof are served to loopback peers (kubectl port-forward) or with \"Authorization: Bearer <token>\" (the token file is EGRET_ADMIN_TOKEN_FILE)")
+				return
+			}
+			h(w, r)
+		}
+	}
 	if o.PProf {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/", private(pprof.Index))
+		mux.HandleFunc("/debug/pprof/cmdline", private(pprof.Cmdline))
+		mux.HandleFunc("/debug/pprof/profile", private(pprof.Profile))
+		mux.HandleFunc("/debug/pprof/symbol", private(pprof.Symbol))
+		mux.HandleFunc("/debug/pprof/trace", private(pprof.Trace))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -152,14 +189,14 @@ func Handler(o Options) http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics.Registry, promhttp.HandlerOpts{}))
 	}
 	if o.Status != nil {
-		mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
+		mux.HandleFunc("GET /status.json", private(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
 			enc.Encode(o.Status())
-		})
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		}))
+		mux.HandleFunc("GET /{$}", private(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.Header().Set("Cache-Control", "no-store")
 			// No external asset can load: everything is inline, the one
@@ -169,9 +206,47 @@ func Handler(o Options) http.Handler {
 			if err := page.Execute(w, view{Status: o.Status(), Script: template.JS(script)}); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 			}
-		})
+		}))
 	}
 	return mux
+}
+
+// allowed reports whether r may see the status page: its peer is on
+// loopback, or it carries the bearer token.
+func (o *Options) allowed(r *http.Request) bool {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && ap.Addr().Unmap().IsLoopback() {
+		return true
+	}
+	if o.Token == nil {
+		return false
+	}
+	tok, err := o.Token()
+	if err != nil || tok == "" {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(tok)) == 1
+}
+
+// TokenFile returns an Options.Token that reads the token from path on
+// each use (a mounted Secret that rotates is followed at once). A file
+// that does not exist means no token; one that cannot be read, or is
+// empty, fails closed.
+func TokenFile(path string) func() (string, error) {
+	return func() (string, error) {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", errors.New("admin token file " + path + " is empty")
+		}
+		return tok, nil
+	}
 }
 
 type view struct {
@@ -234,6 +309,7 @@ th{background:#f4f4f4}.ok{color:#070}.bad{color:#b00}.warn{color:#a60}code{font-
 <td>{{if .Backup}}backup{{else}}primary{{end}}{{if gt .Weight 1}}, weight {{.Weight}}{{end}}</td>
 <td class="num">{{.Active}}</td><td class="num">{{.Fails}}</td><td>{{.LastError}}</td><td>{{.Probe}}</td></tr>{{end}}
 </table>{{else}}<p id="no-pools">No upstream pool: everything not denied goes direct.</p>{{end}}
+{{with .Config}}<p id="config">Configuration{{if .File}} from <code>{{.File}}</code>{{end}}{{if not .LastReload.IsZero}}, last reload <time datetime="{{rfc3339 .LastReload}}">{{rfc3339 .LastReload}}</time>{{end}}{{if .LastError}}, <span class="bad" id="config-error">last reload failed, the configuration before it stays in force: {{.LastError}}</span>{{end}}{{if .NeedsRestart}}, <span class="warn">changed settings that take effect at the next restart: {{range $i, $s := .NeedsRestart}}{{if $i}}, {{end}}{{$s}}{{end}}</span>{{end}}.</p>{{end}}
 {{with .Credentials}}<p id="credentials">Credentials from <code>{{.Dir}}</code>{{if not .LastReload.IsZero}}, last reloaded <time datetime="{{rfc3339 .LastReload}}">{{rfc3339 .LastReload}}</time>{{end}}{{if .Rotating}}, <span class="warn">rotation in progress (previous credential kept as fallback)</span>{{end}}{{if .LastError}}, <span class="bad">last reload failed: {{.LastError}}</span>{{end}}.</p>{{end}}
 
 <h2>Circuit breakers</h2>

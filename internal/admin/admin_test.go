@@ -4,9 +4,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"egret.io/egret/internal/metrics"
 )
 
 func TestHandler(t *testing.T) {
@@ -16,7 +20,9 @@ func TestHandler(t *testing.T) {
 	}})
 	get := func(path string) (*http.Response, string) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = "127.0.0.1:40000" // kubectl port-forward arrives on loopback
+		h.ServeHTTP(rec, req)
 		b, _ := io.ReadAll(rec.Result().Body)
 		return rec.Result(), string(b)
 	}
@@ -41,5 +47,62 @@ func TestHandler(t *testing.T) {
 	}
 	if r, body := get("/status.json"); r.StatusCode != 200 || !strings.Contains(body, `"name": "p\u003cx\u003e"`) {
 		t.Errorf("status.json: %d %s", r.StatusCode, body)
+	}
+}
+
+// TestStatusNeedsLoopbackOrToken: the status page, status.json and pprof
+// hand client addresses and destinations out, so a peer off loopback
+// needs the bearer token; probes and metrics stay open (issue 11).
+func TestStatusNeedsLoopbackOrToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	h := Handler(Options{Metrics: metrics.New("test"), PProf: true, Token: TokenFile(file),
+		Status: func() Status { return Status{Role: "gateway", Recent: []RecentEvent{{Client: "10.1.2.3:5555"}}} }})
+	get := func(path, peer, auth string) int {
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = peer
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	const pod = "10.244.1.7:41000"
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		if c := get(p, pod, ""); c != 200 {
+			t.Errorf("%s from a pod: %d, want 200 (open to probes and Prometheus)", p, c)
+		}
+	}
+	private := []string{"/", "/status.json", "/debug/pprof/"}
+	for _, p := range private {
+		if c := get(p, pod, ""); c != 401 {
+			t.Errorf("%s from a pod without a token file: %d, want 401", p, c)
+		}
+		for _, lo := range []string{"127.0.0.1:1", "[::1]:1", "[::ffff:127.0.0.1]:1"} {
+			if c := get(p, lo, ""); c != 200 {
+				t.Errorf("%s from loopback %s: %d, want 200", p, lo, c)
+			}
+		}
+	}
+	if err := os.WriteFile(file, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range private {
+		if c := get(p, pod, "Bearer s3cret-token"); c != 200 {
+			t.Errorf("%s with the token: %d, want 200", p, c)
+		}
+		for _, bad := range []string{"", "Bearer wrong", "Basic czNjcmV0LXRva2Vu", "Bearer s3cret-token-and-more", "Bearer"} {
+			if c := get(p, pod, bad); c != 401 {
+				t.Errorf("%s with %q: %d, want 401", p, bad, c)
+			}
+		}
+	}
+	// An empty (or unreadable) token file fails closed.
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := get("/status.json", pod, "Bearer "); c != 401 {
+		t.Errorf("empty token file: %d, want 401", c)
 	}
 }

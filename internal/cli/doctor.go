@@ -102,9 +102,6 @@ failed, 2 bad usage.`,
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: doctorExitUsage, Err: err}
-	})
 	f := cmd.Flags()
 	f.StringVar(&o.Echo, "echo", "", "URL of an `egret echo` server outside the cluster (enables the proxy CONNECT and egress IP checks)")
 	f.StringSliceVar(&o.Internal, "internal", nil, "in-cluster destination: NAME, NAME:PORT or http(s) URL (repeatable; default kubernetes.default.svc and its FQDN)")

@@ -127,15 +127,15 @@ type iptablesValidated struct {
 
 func runIptables(cmd *cobra.Command, f *iptablesFlags, action string) error {
 	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", f.output)
+		return usageError(fmt.Errorf("--output %q: want text or json", f.output))
 	}
 	cfg, err := f.spec.Compile()
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	backend, err := iptables.ParseBackend(f.backend)
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	stderr := cmd.ErrOrStderr()
 	ctx := cmd.Context()
@@ -249,10 +249,10 @@ func prepareProbe(cfg iptables.Config, f *iptablesFlags) (iptables.Probe, error)
 			}
 			ap, err := netip.ParseAddrPort(v)
 			if err != nil {
-				return iptables.Probe{}, fmt.Errorf("--probe-addr %q: want IP:PORT ([IPv6]:PORT)", v)
+				return iptables.Probe{}, usageError(fmt.Errorf("--probe-addr %q: want IP:PORT ([IPv6]:PORT)", v))
 			}
 			if !cfg.Redirected(ap) {
-				return iptables.Probe{}, fmt.Errorf("--probe-addr %s: these rules never redirect it (excluded, not included, loopback, or IPv6 without --ipv6)", ap)
+				return iptables.Probe{}, usageError(fmt.Errorf("--probe-addr %s: these rules never redirect it (excluded, not included, loopback, or IPv6 without --ipv6)", ap))
 			}
 			targets = append(targets, ap)
 		}

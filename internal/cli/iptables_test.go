@@ -67,8 +67,8 @@ func TestIptablesPrint(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runMain(tc.args...)
-			if code != 1 || !strings.Contains(errOut, tc.want) {
-				t.Fatalf("exit %d, stderr %q, want 1 and %q", code, errOut, tc.want)
+			if code != 2 || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stderr %q, want 2 (a usage error) and %q", code, errOut, tc.want)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"egret.io/egret/internal/lint"
 	"egret.io/egret/internal/noproxy"
+	"egret.io/egret/internal/version"
 )
 
 // Exit codes of `egret lint`.
@@ -107,7 +108,7 @@ objects are still printed).`,
 			case "json":
 				err = lint.WriteJSON(out, findings, docsBase)
 			case "sarif":
-				err = lint.WriteSARIF(out, findings, Version, docsBase)
+				err = lint.WriteSARIF(out, findings, version.Get().Version, docsBase)
 			default:
 				err = lint.WriteText(out, findings, len(objs), docsBase)
 			}
@@ -126,9 +127,6 @@ objects are still printed).`,
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: lintExitInput, Err: err}
-	})
 	f := cmd.Flags()
 	f.StringVarP(&output, "output", "o", "text", "output format: text, json or sarif")
 	f.StringSliceVar(&cidrs, "cluster-cidrs", nil, "Service and Pod CIDRs that NO_PROXY must cover (comma-separated, repeatable)")

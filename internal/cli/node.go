@@ -38,32 +38,41 @@ func nodeUsageErr(err error) error { return &ExitError{Code: nodeExitUsage, Err:
 
 func newNodeRenderCmd() *cobra.Command {
 	var (
-		rt, proxy, proxyFile, outDir string
-		noProxy, registries          []string
+		rt, proxy, proxyFile, outDir, output string
+		noProxy, registries                  []string
 	)
 	cmd := &cobra.Command{
-		Use:   "render --runtime containerd|crio|docker|kubelet --proxy URL [--no-proxy LIST] [--registry HOST]... [-o DIR]",
+		Use:   "render --runtime containerd|crio|docker|kubelet --proxy URL [--no-proxy LIST] [--registry HOST]... [--write-dir DIR] [-o text|json]",
 		Short: "Write the systemd drop-in that gives a runtime its proxy settings",
 		Long: `render writes the systemd drop-in /etc/systemd/system/<unit>.service.d/http-proxy.conf
 for the runtime: HTTP_PROXY, HTTPS_PROXY and NO_PROXY in both cases, with
 localhost, 127.0.0.1, ::1, the --no-proxy entries and every --registry host in
-NO_PROXY (the drop-in of egret noproxy render). Without -o the drop-in goes
-to stdout and the steps to stderr;
-with -o DIR it is written to DIR/<unit>.service.d/ (use -o /etc/systemd/system
-on the node) and the steps go to stdout.
+NO_PROXY (the drop-in of egret noproxy render). Without --write-dir the
+drop-in goes to stdout and the steps to stderr; with --write-dir DIR it is
+written to DIR/<unit>.service.d/ (use --write-dir /etc/systemd/system on the
+node) and the steps go to stdout. -o json prints the result as JSON (unit,
+files, NO_PROXY, steps) instead; a file holding credentials is never printed.
 
 When the proxy URL carries a user name and password (or a %, \ or "), the
 variables go to an EnvironmentFile (http-proxy.env, mode 0600, written only
-with -o) so that systemctl show does not print them; pass such a URL with --proxy-file rather
+with --write-dir) so that systemctl show does not print them; pass such a URL with --proxy-file rather
 than on the command line, where ps shows it.
 
 Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 		Example: `  egret node render --runtime containerd --proxy http://proxy.corp:3128 \
-      --no-proxy .corp.example,10.0.0.0/8 --registry registry.internal:5000 -o /etc/systemd/system
+      --no-proxy .corp.example,10.0.0.0/8 --registry registry.internal:5000 --write-dir /etc/systemd/system
   egret node render --runtime kubelet --proxy-file /run/secrets/proxy-url \
-      --no-proxy 10.96.0.1,.svc,.cluster.local -o /etc/systemd/system`,
+      --no-proxy 10.96.0.1,.svc,.cluster.local --write-dir /etc/systemd/system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case "text", "json":
+			default:
+				if strings.ContainsRune(output, '/') || isDir(output) {
+					return nodeUsageErr(fmt.Errorf("-o is the output format (text or json), as everywhere in egret: write the files with --write-dir %s", output))
+				}
+				return nodeUsageErr(fmt.Errorf("unknown output format %q (want text or json)", output))
+			}
 			r, err := node.ParseRuntime(rt)
 			if err != nil {
 				return nodeUsageErr(err)
@@ -86,23 +95,32 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			steps := fmt.Sprintf("then run: %s\nnote: %s\n", strings.Join(out.Steps, " && "), out.Note)
+			var written []string
+			if outDir != "" {
+				files := []node.File{out.DropIn}
+				if out.EnvFile != nil {
+					files = append(files, *out.EnvFile)
+				}
+				for _, f := range files {
+					p := filepath.Join(outDir, filepath.Base(filepath.Dir(f.Path)), filepath.Base(f.Path))
+					if err := writeFileMode(p, f.Content, os.FileMode(f.Mode)); err != nil {
+						return &ExitError{Code: 1, Err: err}
+					}
+					written = append(written, p)
+				}
+			}
+			if output == "json" {
+				return writeJSON(stdout, nodeRenderJSON(out, written))
+			}
 			if outDir == "" {
 				fmt.Fprint(stdout, out.DropIn.Content)
 				if out.EnvFile != nil {
-					fmt.Fprintf(stderr, "egret: the proxy URL has credentials: %s (mode 0600) is written only with -o DIR\n", out.EnvFile.Path)
+					fmt.Fprintf(stderr, "egret: the proxy URL has credentials: %s (mode 0600) is written only with --write-dir DIR\n", out.EnvFile.Path)
 				}
 				fmt.Fprintf(stderr, "egret: install as %s, %s", out.DropIn.Path, steps)
 				return nil
 			}
-			files := []node.File{out.DropIn}
-			if out.EnvFile != nil {
-				files = append(files, *out.EnvFile)
-			}
-			for _, f := range files {
-				p := filepath.Join(outDir, filepath.Base(filepath.Dir(f.Path)), filepath.Base(f.Path))
-				if err := writeFileMode(p, f.Content, os.FileMode(f.Mode)); err != nil {
-					return &ExitError{Code: 1, Err: err}
-				}
+			for _, p := range written {
 				fmt.Fprintf(stdout, "wrote %s\n", p)
 			}
 			fmt.Fprint(stdout, steps)
@@ -115,9 +133,42 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 	f.StringVar(&proxyFile, "proxy-file", "", "read the proxy URL from this file (- for stdin); use it for URLs with credentials")
 	f.StringSliceVar(&noProxy, "no-proxy", nil, "NO_PROXY entries (comma-separated, repeatable); localhost,127.0.0.1,::1 are always added")
 	f.StringSliceVar(&registries, "registry", nil, "internal registry host or host:port to reach directly (repeatable)")
-	f.StringVarP(&outDir, "output-dir", "o", "", "write the files under DIR/<unit>.service.d/ instead of printing the drop-in")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return nodeUsageErr(err) })
+	f.StringVar(&outDir, "write-dir", "", "write the files under DIR/<unit>.service.d/ instead of printing the drop-in (/etc/systemd/system on the node)")
+	f.StringVar(&outDir, "output-dir", "", "old name of --write-dir")
+	f.MarkDeprecated("output-dir", "use --write-dir (-o is the output format)")
+	f.StringVarP(&output, "output", "o", "text", "output format: text (the drop-in) or json")
 	return cmd
+}
+
+// nodeRenderJSON is `node render -o json`: what was rendered, without the
+// content of a file that holds credentials.
+func nodeRenderJSON(r *node.Rendered, written []string) any {
+	type file struct {
+		Path    string `json:"path"`
+		Mode    string `json:"mode"`
+		Content string `json:"content,omitempty"`
+		Secret  bool   `json:"secret,omitempty"`
+	}
+	files := []file{{Path: r.DropIn.Path, Mode: fmt.Sprintf("%04o", r.DropIn.Mode), Content: r.DropIn.Content}}
+	if r.EnvFile != nil {
+		files = append(files, file{Path: r.EnvFile.Path, Mode: fmt.Sprintf("%04o", r.EnvFile.Mode), Secret: true})
+	}
+	if written == nil {
+		written = []string{}
+	}
+	return struct {
+		Unit    string   `json:"unit"`
+		NoProxy string   `json:"noProxy"`
+		Files   []file   `json:"files"`
+		Written []string `json:"written"`
+		Steps   []string `json:"steps"`
+		Note    string   `json:"note"`
+	}{r.Unit, r.NoProxy, files, written, r.Steps, r.Note}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func newNodeCheckCmd() *cobra.Command {
@@ -201,7 +252,6 @@ environment that cannot be read (run as root).`,
 	f.BoolVar(&expectProxy, "expect-proxy", false, "fail when the process has no HTTP_PROXY/HTTPS_PROXY")
 	f.StringSliceVar(&unitDirs, "unit-dir", nil, "systemd unit directories to read, highest precedence first (default: the systemd search path)")
 	f.StringVarP(&out, "output", "o", "text", "output format: text or json")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return nodeUsageErr(err) })
 	return cmd
 }
 

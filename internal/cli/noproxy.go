@@ -260,6 +260,24 @@ func newNoproxyRenderCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			value := args[0]
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			// Refuse what a consumer would misread before writing anything.
+			if err := noproxy.CheckValue(value); err != nil {
+				return usageErr("%v (egret noproxy lint explains each entry)", strings.ReplaceAll(err.Error(), "\n", "; "))
+			}
+			if proxy != "" {
+				p := proxy
+				if !strings.Contains(p, "://") {
+					p = "http://" + p
+				}
+				if _, err := noproxy.CheckProxyURL(p); err != nil {
+					return usageErr("--proxy: %v", err)
+				}
+			}
+			for _, r := range registries {
+				if _, err := noproxy.RegistryHost(r); err != nil {
+					return usageErr("--registry: %v", err)
+				}
+			}
 			switch target {
 			case "env":
 				fmt.Fprint(out, noproxy.RenderEnv(noproxy.WithEntries(value, registries...), proxy))

@@ -100,15 +100,15 @@ egret webhook injects and writes into ConfigMap egress-proxy-common.
 
 -o json prints every entry with its kind and the sources it came from.
 Warnings (no Service range, no Pod range found) go to stderr.
-Exit codes: 0 printed, 1 error (no cluster, bad flags).`,
+Exit codes: 0 printed, 1 error (no cluster), 2 bad flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
+				return usageError(fmt.Errorf("-o %q: want text or json", output))
 			}
 			opts, err := df.options()
 			if err != nil {
-				return err
+				return usageError(err)
 			}
 			cfg, err := kf.restConfig()
 			if err != nil {

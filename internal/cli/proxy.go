@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -10,7 +12,8 @@ import (
 
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/logsink"
-	"egret.io/egret/internal/proxy"
+	"egret.io/egret/internal/proxyd"
+	"egret.io/egret/internal/version"
 )
 
 func newProxyCmd() *cobra.Command {
@@ -40,7 +43,8 @@ With no upstream configured, everything not denied goes direct.`,
 			if file == "" {
 				file = os.Getenv("EGRET_CONFIG")
 			}
-			cfg, err := config.Load(config.Sources{File: file, Flags: flags})
+			src := config.Sources{File: file, Flags: flags}
+			cfg, err := config.Load(src)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -51,7 +55,16 @@ With no upstream configured, everything not denied goes direct.`,
 			log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LevelVar()}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return proxy.Run(ctx, cfg, proxy.RunOptions{Version: Version, Logger: log, AccessLog: out})
+			done := make(chan struct{})
+			defer close(done)
+			go exitOnSecondSignal(ctx, done, log, out)
+			// SIGHUP and a change of the configuration file reload routes,
+			// rules and pools.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			return proxyd.Run(ctx, cfg, proxyd.Options{Version: version.Get().Version, Logger: log, AccessLog: out,
+				Reload: func() (*config.Proxy, error) { return config.Load(src) }, ConfigFile: file, Hangup: hup})
 		},
 	}
 	cmd.Flags().StringVar(&file, "config", "", "YAML configuration file (env EGRET_CONFIG)")
@@ -67,6 +80,32 @@ With no upstream configured, everything not denied goes direct.`,
 		}
 	}
 	return cmd
+}
+
+// exitOnSecondSignal waits for the first SIGTERM or SIGINT (ctx done: the
+// drain begins), then exits the process at once on a second one: an
+// operator pressing Ctrl-C twice does not wait for the drain. It returns
+// when done closes (the proxy stopped).
+func exitOnSecondSignal(ctx context.Context, done <-chan struct{}, log *slog.Logger, out io.Closer) {
+	select {
+	case <-ctx.Done():
+	case <-done:
+		return
+	}
+	second := make(chan os.Signal, 1)
+	signal.Notify(second, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(second)
+	select {
+	case s := <-second:
+		log.Warn("second signal: exiting without waiting for the drain", "signal", s.String())
+		out.Close()
+		code := 128 + int(syscall.SIGINT)
+		if s == syscall.SIGTERM {
+			code = 128 + int(syscall.SIGTERM)
+		}
+		os.Exit(code)
+	case <-done:
+	}
 }
 
 func flagName(env string) string {

@@ -45,7 +45,7 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+				return usageError(fmt.Errorf("--log-level: %w", err))
 			}
 			ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})))
 			cfg, err := kf.restConfig()
@@ -53,7 +53,7 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 				return err
 			}
 			if o.Discovery, err = df.options(); err != nil {
-				return err
+				return usageError(err)
 			}
 			o.Config = cfg
 			o.Policy = pc

@@ -53,7 +53,7 @@ func TestDefaults(t *testing.T) {
 	if p.Default != route.Direct || len(p.Pools) != 0 || len(p.Rules) != 0 {
 		t.Errorf("with no upstream the default route must be direct: %v pools=%v rules=%v", p.Default, p.Pools, p.Rules)
 	}
-	if !p.AccessLog || p.DrainPeriod != SidecarDrainPeriod || p.DrainTimeout != DefaultDrainTimout {
+	if !p.AccessLog || p.DrainPeriod != SidecarDrainPeriod || p.DrainTimeout != DefaultDrainTimeout {
 		t.Errorf("defaults: access=%v drain=%v/%v", p.AccessLog, p.DrainPeriod, p.DrainTimeout)
 	}
 	g := load(t, Sources{Env: env("EGRET_ROLE", "gateway")})
@@ -224,7 +224,7 @@ func TestErrors(t *testing.T) {
 		{"bad-default", "", []string{"DEFAULT_ROUTE", "sideways"}, nil, "unknown route action"},
 		{"upstream-without-pool", "", []string{"DEFAULT_ROUTE", "upstream"}, nil, `pool "default" has no members`},
 		{"route-names-missing-pool", "routes:\n- hosts: [a.example]\n  action: upstream:nope\n", nil, nil, `pool "nope" has no members`},
-		{"unknown-field", "listne: 1.2.3.4:1\n", nil, nil, "unknown field"},
+		{"unknown-field", "listne: 1.2.3.4:1\n", nil, nil, `x.yaml:1:1: listne: unknown key "listne"; did you mean "listen"?`},
 		{"bad-version", "version: 2\n", nil, nil, "version 2"},
 		{"rule-matches-nothing", "routes:\n- action: direct\n", nil, nil, "matches nothing"},
 		{"bad-port", "routes:\n- ports: [70000]\n  action: deny\n", nil, nil, "port 70000"},
@@ -286,4 +286,19 @@ func hasNote(p *Proxy, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestSplitMembers(t *testing.T) {
+	for in, want := range map[string][]string{
+		"http://a:3128,http://b:3128":           {"http://a:3128", "http://b:3128"},
+		"http://u:pa,ss@a:3128,http://b:3128":   {"http://u:pa,ss@a:3128", "http://b:3128"},
+		"http://u:p,a,ss@a:3128":                {"http://u:p,a,ss@a:3128"},
+		"a:3128,b:3128":                         {"a:3128", "b:3128"},
+		"http://u:p%2Cw@a:3128,socks5://c:1080": {"http://u:p%2Cw@a:3128", "socks5://c:1080"},
+		"http://u:p@a:3128,x@b:3128":            {"http://u:p@a:3128", "x@b:3128"},
+	} {
+		if got := splitMembers(in); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("splitMembers(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

@@ -45,29 +45,40 @@ func Load(src Sources) (*Proxy, error) {
 		src.ReadFile = os.ReadFile
 	}
 	f := &File{}
+	var pos positions
+	var parse Problems
 	if src.File != "" {
 		data, err := src.ReadFile(src.File)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		if f, err = ParseFile(data); err != nil {
-			return nil, fmt.Errorf("config %s: %w", src.File, err)
+		f, pos, err = parseFile(src.File, data)
+		if err != nil && !errors.As(err, &parse) || f == nil {
+			return nil, err
 		}
 	}
-	return compile(f, src)
+	p, err := compile(f, src)
+	if err != nil || len(parse) > 0 {
+		// Every problem at once: the file's and those of its values.
+		return nil, locate(err, parse, src.File, pos)
+	}
+	return p, nil
 }
 
-// ParseFile decodes a YAML configuration strictly: unknown fields are errors.
+// ParseFile decodes a YAML configuration strictly. Its error is Problems:
+// every unknown key (with a did-you-mean) and every value of the wrong type,
+// each with its line, column and key path.
 func ParseFile(data []byte) (*File, error) {
-	f := &File{}
-	if err := yaml.UnmarshalStrict(data, f); err != nil {
-		return nil, err
-	}
-	if f.Version != 0 && f.Version != 1 {
-		return nil, fmt.Errorf("version %d is not supported (want 1)", f.Version)
-	}
-	return f, nil
+	f, _, err := parseFile("", data)
+	return f, err
 }
+
+// yamlStrict is the decoder: YAML to JSON to File, unknown fields refused.
+func yamlStrict(data []byte, f *File) error { return yaml.UnmarshalStrict(data, f) }
+
+// yamlLenient decodes what it can, skipping unknown keys and values of the
+// wrong type.
+func yamlLenient(data []byte, f *File) error { return yaml.Unmarshal(data, f) }
 
 type loader struct {
 	src   Sources
@@ -121,7 +132,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	case RoleGateway:
 		p.Role = RoleGateway
 	default:
-		bad(fmt.Errorf("role %q: want sidecar or gateway", role))
+		bad(l.at("role", "EGRET_ROLE", fmt.Errorf("role %q: want sidecar or gateway", role)))
 	}
 	listen, admin := SidecarListen, SidecarAdminListen
 	drainPeriod := SidecarDrainPeriod
@@ -133,9 +144,10 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	p.TransparentListen = l.str("TRANSPARENT_LISTEN_ADDR", f.TransparentListen, "")
 	p.SOCKSListen = l.str("SOCKS_LISTEN_ADDR", f.SOCKSListen, "")
 	for _, a := range []struct {
-		name string
-		v    *string
-	}{{"listen", &p.Listen}, {"admin listen", &p.AdminListen}, {"transparent listen", &p.TransparentListen}, {"socks listen", &p.SOCKSListen}} {
+		name, key, env string
+		v              *string
+	}{{"listen", "listen", "LISTEN_ADDR", &p.Listen}, {"admin listen", "admin_listen", "ADMIN_LISTEN_ADDR", &p.AdminListen},
+		{"transparent listen", "transparent_listen", "TRANSPARENT_LISTEN_ADDR", &p.TransparentListen}, {"socks listen", "socks_listen", "SOCKS_LISTEN_ADDR", &p.SOCKSListen}} {
 		if *a.v == "off" || *a.v == "none" {
 			*a.v = ""
 		}
@@ -143,7 +155,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			continue
 		}
 		if err := checkListen(*a.v); err != nil {
-			bad(fmt.Errorf("%s address: %w", a.name, err))
+			bad(l.at(a.key, a.env, fmt.Errorf("%s address: %w", a.name, err)))
 		}
 	}
 	if p.Listen == "" {
@@ -206,18 +218,19 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		if rs.Name != "" {
 			src = fmt.Sprintf("config route %q", rs.Name)
 		}
+		key := fmt.Sprintf("routes[%d]", i)
 		act, pool, err := route.ParseAction(rs.Action)
 		if err != nil {
-			bad(fmt.Errorf("%s: %w", src, err))
+			bad(atKey(key+".action", fmt.Errorf("%s: %w", src, err)))
 			continue
 		}
 		m, err := compileMatch(rs.MatchSpec)
 		if err != nil {
-			bad(fmt.Errorf("%s: %w", src, err))
+			bad(atKey(key, fmt.Errorf("%s: %w", src, err)))
 			continue
 		}
 		if rs.Report && act != route.Deny {
-			bad(fmt.Errorf("%s: report applies to deny rules only", src))
+			bad(atKey(key+".report", fmt.Errorf("%s: report applies to deny rules only", src)))
 			continue
 		}
 		p.Rules = append(p.Rules, route.Rule{Match: m, Action: act, Pool: pool, Source: src, Report: rs.Report})
@@ -269,7 +282,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			p.Default, p.DefaultPool = route.Upstream, DefaultPool
 		}
 	} else if act, pool, err := route.ParseAction(def); err != nil {
-		bad(fmt.Errorf("default route: %w", err))
+		bad(l.at("default_route", "DEFAULT_ROUTE", fmt.Errorf("default route: %w", err)))
 	} else {
 		p.Default, p.DefaultPool = act, pool
 		if act == route.Upstream && pool == "" {
@@ -320,16 +333,17 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		{"EGRET_HEADER_READ_TIMEOUT", f.Timeouts.HeaderRead, 0, &p.Timeouts.HeaderRead},
 		{"EGRET_CLIENT_IDLE_TIMEOUT", f.Timeouts.ClientIdle, 0, &p.Timeouts.ClientIdle},
 		{"EGRET_TUNNEL_IDLE_TIMEOUT", f.Timeouts.TunnelIdle, 0, &p.Timeouts.TunnelIdle},
-		{"", f.Timeouts.ResponseHeader, 0, &p.Timeouts.ResponseHeader},
+		{"EGRET_RESPONSE_HEADER_TIMEOUT", f.Timeouts.ResponseHeader, DefaultResponseHeaderTimeout, &p.Timeouts.ResponseHeader},
 		{"EGRET_DRAIN_PERIOD", f.Drain.Period, drainPeriod, &p.DrainPeriod},
-		{"EGRET_DRAIN_TIMEOUT", f.Drain.Timeout, DefaultDrainTimout, &p.DrainTimeout},
+		{"EGRET_DRAIN_TIMEOUT", f.Drain.Timeout, DefaultDrainTimeout, &p.DrainTimeout},
 	}
 	for _, d := range durs {
 		v := d.file
 		name := "config " + strings.ToLower(strings.TrimPrefix(d.key, "EGRET_"))
+		fromFile := true
 		if d.key != "" {
 			if ev, ok := l.get(d.key); ok {
-				v, name = ev, d.key
+				v, name, fromFile = ev, d.key, false
 			}
 		}
 		*d.out = d.def
@@ -338,7 +352,11 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		}
 		dur, err := time.ParseDuration(v)
 		if err != nil || dur < 0 {
-			bad(fmt.Errorf("%s: %q is not a duration like 10s or 1m30s", name, v))
+			err := fmt.Errorf("%s: %q is not a duration like 10s or 1m30s", name, v)
+			if fromFile {
+				err = atKey(durationKeys[d.key], err)
+			}
+			bad(err)
 			continue
 		}
 		if dur == 0 {
@@ -358,7 +376,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	}
 	if level != "" {
 		if err := p.LogLevel.UnmarshalText([]byte(level)); err != nil {
-			bad(fmt.Errorf("log level %q: want debug, info, warn or error", level))
+			bad(l.at("log.level", "EGRET_LOG_LEVEL", fmt.Errorf("log level %q: want debug, info, warn or error", level)))
 		}
 	}
 	p.AccessLog = true
@@ -368,12 +386,22 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	p.ReadyNeedsUpstream = p.Role == RoleGateway
 	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.ReadyNeedsUpstream, bad)
 	p.PProf = l.boolean("EGRET_PPROF", p.PProf, bad)
+	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
 	p.AccessLog = l.boolean("EGRET_ACCESS_LOG", p.AccessLog, bad)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	p.Notes = l.notes
 	return p, nil
+}
+
+// durationKeys are the file keys of the durations compile reads, by their
+// environment name ("" is timeouts.response_header, which has none).
+var durationKeys = map[string]string{
+	"EGRET_DIAL_TIMEOUT": "timeouts.dial", "EGRET_UPSTREAM_CONNECT_TIMEOUT": "timeouts.upstream_connect",
+	"EGRET_HEADER_READ_TIMEOUT": "timeouts.header_read", "EGRET_CLIENT_IDLE_TIMEOUT": "timeouts.client_idle",
+	"EGRET_TUNNEL_IDLE_TIMEOUT": "timeouts.tunnel_idle", "": "timeouts.response_header",
+	"EGRET_DRAIN_PERIOD": "drain.period", "EGRET_DRAIN_TIMEOUT": "drain.timeout",
 }
 
 func (l *loader) str(key, file, def string) string {
@@ -476,21 +504,45 @@ func parseMembers(raws []string, where string) ([]*upstream.Member, error) {
 	return out, errors.Join(errs...)
 }
 
+// splitMembers splits a comma-separated list of upstream URLs. A comma
+// inside a password that was not percent-encoded (%2C) is kept where it
+// is unambiguous: a piece with user information ("pa,ss@host") but no
+// scheme belongs to the piece before it that has a scheme and no user
+// information yet ("http://u:pa"), with every piece between.
+func splitMembers(v string) []string {
+	ps := strings.Split(v, ",")
+	var out []string
+	for i := 0; i < len(ps); i++ {
+		p := ps[i]
+		if k := strings.Index(p, "://"); k >= 0 && !strings.Contains(p[k:], "@") {
+			// Does the user information go on past this comma?
+			for j := i + 1; j < len(ps) && !strings.Contains(ps[j], "://"); j++ {
+				if strings.Contains(ps[j], "@") {
+					p, i = strings.Join(ps[i:j+1], ","), j
+					break
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // defaultPoolFromEnv returns the default pool's members from the first
 // upstream source that is set: --upstream, UPSTREAM_PROXY, PROXY_HOST,
 // then the proxy's own HTTPS_PROXY/https_proxy/HTTP_PROXY/http_proxy.
 // It returns nil when none is set.
 func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
 	if v, ok := l.src.Flags["UPSTREAM_PROXY"]; ok {
-		for _, r := range strings.Split(v, ",") {
+		for _, r := range splitMembers(v) {
 			if strings.Contains(r, "@") {
 				return nil, fmt.Errorf("--upstream %s: credentials on the command line are visible to every process (ps, /proc); set UPSTREAM_PROXY or PROXY_USER/PROXY_PASS in the environment instead", upstream.Redact(r))
 			}
 		}
-		return parseMembers(strings.Split(v, ","), "--upstream")
+		return parseMembers(splitMembers(v), "--upstream")
 	}
 	if v := l.env("UPSTREAM_PROXY"); strings.TrimSpace(v) != "" {
-		return parseMembers(strings.Split(v, ","), "UPSTREAM_PROXY")
+		return parseMembers(splitMembers(v), "UPSTREAM_PROXY")
 	}
 	if host := strings.TrimSpace(l.env("PROXY_HOST")); host != "" {
 		scheme := strings.ToLower(strings.TrimSpace(l.env("PROXY_SCHEME")))

@@ -28,13 +28,20 @@ const DefaultPool = "default"
 
 // Defaults per role.
 const (
-	SidecarListen      = "127.0.0.1:3128"
-	SidecarAdminListen = "127.0.0.1:9901"
-	GatewayListen      = ":3128"
-	GatewayAdminListen = ":9901"
-	SidecarDrainPeriod = 2 * time.Second
-	GatewayDrainPeriod = 5 * time.Second
-	DefaultDrainTimout = 25 * time.Second
+	SidecarListen       = "127.0.0.1:3128"
+	SidecarAdminListen  = "127.0.0.1:9901"
+	GatewayListen       = ":3128"
+	GatewayAdminListen  = ":9901"
+	SidecarDrainPeriod  = 2 * time.Second
+	GatewayDrainPeriod  = 5 * time.Second
+	DefaultDrainTimeout = 25 * time.Second
+	// The gateway's per-client limits: a shared proxy must not let one
+	// client hold every descriptor.
+	DefaultClientMaxConcurrent  = 256
+	DefaultClientMaxConnections = 512
+	// DefaultResponseHeaderTimeout bounds the wait for the response header
+	// of a forwarded request (nginx's proxy_read_timeout is the same).
+	DefaultResponseHeaderTimeout = 60 * time.Second
 )
 
 // Proxy is the validated configuration of egret proxy. It is immutable.
@@ -80,6 +87,9 @@ type Proxy struct {
 	// ReadyNeedsUpstream makes /readyz fail while a pool that routes use
 	// has no member out of back-off (default: gateway yes, sidecar no).
 	ReadyNeedsUpstream bool
+	// AdminTokenFile holds the bearer token that opens the status page to
+	// peers off loopback ("" = loopback peers only).
+	AdminTokenFile string
 
 	// Notes are non-fatal remarks to log at start (never secrets): an
 	// upstream variable ignored because it points at egret itself, both
@@ -126,9 +136,10 @@ type Gateway struct {
 
 // Limits protect destinations and the proxy; zero values mean none.
 type Limits struct {
-	MaxTunnels          int
-	ClientMaxConcurrent int
-	PerDestination      limit.Limit
-	Destinations        []limit.Rule
-	Breaker             limit.BreakerConfig // Failures 0 = no breaker
+	MaxTunnels           int
+	ClientMaxConcurrent  int
+	ClientMaxConnections int
+	PerDestination       limit.Limit
+	Destinations         []limit.Rule
+	Breaker              limit.BreakerConfig // Failures 0 = no breaker
 }

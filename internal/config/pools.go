@@ -268,7 +268,18 @@ func (l *loader) limits(f *File, p *Proxy, bad func(error)) {
 	fl := f.Limits
 	lm := &p.Limits
 	lm.MaxTunnels = l.integer("EGRET_MAX_TUNNELS", fl.MaxTunnels, "config limits.max_tunnels", bad)
-	lm.ClientMaxConcurrent = l.integer("EGRET_CLIENT_MAX_CONCURRENT", fl.PerClient.MaxConcurrent, "config limits.per_client.max_concurrent", bad)
+	maxConc, maxConns := 0, 0
+	if p.Role == RoleGateway {
+		maxConc, maxConns = DefaultClientMaxConcurrent, DefaultClientMaxConnections
+	}
+	if v := fl.PerClient.MaxConcurrent; v != nil {
+		maxConc = *v
+	}
+	if v := fl.PerClient.MaxConnections; v != nil {
+		maxConns = *v
+	}
+	lm.ClientMaxConcurrent = l.integer("EGRET_CLIENT_MAX_CONCURRENT", maxConc, "config limits.per_client.max_concurrent", bad)
+	lm.ClientMaxConnections = l.integer("EGRET_CLIENT_MAX_CONNECTIONS", maxConns, "config limits.per_client.max_connections", bad)
 	lm.PerDestination = limit.Limit{
 		Rate:          fl.PerDestination.Rate,
 		Burst:         l.integer("EGRET_DEST_BURST", fl.PerDestination.Burst, "config limits.per_destination.burst", bad),

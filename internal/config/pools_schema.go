@@ -114,7 +114,8 @@ type LimitsSpec struct {
 	// MaxTunnels bounds the tunnels open at once (CONNECT, transparent,
 	// SOCKS5).
 	MaxTunnels int `json:"max_tunnels,omitempty"`
-	// PerClient bounds one client address's requests and tunnels in flight.
+	// PerClient bounds one client address's requests, tunnels and
+	// connections.
 	PerClient ClientLimitSpec `json:"per_client,omitempty"`
 	// PerDestination applies to each destination host on its own.
 	PerDestination DestLimitSpec `json:"per_destination,omitempty"`
@@ -125,9 +126,15 @@ type LimitsSpec struct {
 	Breaker BreakerSpec `json:"breaker,omitempty"`
 }
 
-// ClientLimitSpec bounds one client.
+// ClientLimitSpec bounds one client address. Unset takes the role's
+// default (gateway: DefaultClientMaxConcurrent and
+// DefaultClientMaxConnections; sidecar: none); 0 means no limit.
 type ClientLimitSpec struct {
-	MaxConcurrent int `json:"max_concurrent,omitempty"`
+	// MaxConcurrent bounds its requests and tunnels in flight.
+	MaxConcurrent *int `json:"max_concurrent,omitempty"`
+	// MaxConnections bounds its open connections, idle keep-alive ones
+	// included; a connection over it is refused as it arrives.
+	MaxConnections *int `json:"max_connections,omitempty"`
 }
 
 // DestLimitSpec bounds one destination host.

@@ -109,7 +109,7 @@ func TestPoolsConfigErrors(t *testing.T) {
 		{"bad-policy", "pools: {p: {members: [http://a:1], policy: fastest}}", nil, "unknown pool policy"},
 		{"bad-weight-object", `pools: {p: {members: [{url: "http://a:1", weight: 500}]}}`, nil, "weight 500"},
 		{"bad-weight-string", `pools: {p: {members: ["http://a:1 weight=0"]}}`, nil, "weight"},
-		{"member-object-unknown-field", `pools: {p: {members: [{url: "http://a:1", wieght: 2}]}}`, nil, "unknown field"},
+		{"member-object-unknown-field", `pools: {p: {members: [{url: "http://a:1", wieght: 2}]}}`, nil, `pools.p.members[0].wieght: unknown key "wieght"; did you mean "weight"?`},
 		{"missing-members-file", "pools: {p: {members_file: /nonexistent/egret-members}}", nil, "members_file"},
 		{"bad-probe", "pools: {p: {members: [http://a:1], probe: {target: nohost}}}", nil, "host:port"},
 		{"bad-ca", "pools: {p: {members: [https://a:1], tls: {ca_file: /nonexistent/ca.pem}}}", nil, "ca_file"},

@@ -3,10 +3,13 @@ package config
 // File is the YAML configuration file (version 1). Every field is optional.
 // Durations are Go durations ("10s", "1m30s").
 type File struct {
-	Version           int    `json:"version,omitempty"`
-	Role              string `json:"role,omitempty"`               // sidecar (default) or gateway
-	Listen            string `json:"listen,omitempty"`             // explicit proxy listener
-	AdminListen       string `json:"admin_listen,omitempty"`       // /healthz /readyz /metrics, status page
+	Version     int    `json:"version,omitempty"`
+	Role        string `json:"role,omitempty"`         // sidecar (default) or gateway
+	Listen      string `json:"listen,omitempty"`       // explicit proxy listener
+	AdminListen string `json:"admin_listen,omitempty"` // /healthz /readyz /metrics, status page
+	// AdminTokenFile holds the bearer token that opens the status page,
+	// status.json and pprof to peers off loopback (a mounted Secret).
+	AdminTokenFile    string `json:"admin_token_file,omitempty"`
 	TransparentListen string `json:"transparent_listen,omitempty"` // iptables-REDIRECTed TCP ("" = off)
 	SOCKSListen       string `json:"socks_listen,omitempty"`       // SOCKS5 listener ("" = off)
 	// Via is the name egret adds to Via headers and uses to detect loops;

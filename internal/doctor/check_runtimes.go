@@ -294,7 +294,7 @@ func (s *state) runtimesEchoCheck() Check {
 		if s.echo == nil {
 			r.Status = Warn
 			r.Summary = "no --echo URL: what the runtimes do with outside destinations is not checked"
-			r.Advice = "Run `egret echo` outside the cluster and pass its URL with --echo."
+			r.Advice = "Run `egret echo --listen :8080` outside the cluster and pass its URL with --echo."
 			return r
 		}
 		u := s.echo.String()
@@ -317,7 +317,7 @@ func (s *state) runtimesEchoCheck() Check {
 		}
 		for _, d := range g.direct {
 			probs = append(probs, fmt.Sprintf("%s would go direct, bypassing the proxy: %s", d.Client, d.Reason))
-			advice = append(advice, directAdvice(d, s.echo))
+			advice = append(advice, directAdvice(d, s.echo, s.env))
 		}
 		if len(probs) == 0 {
 			r.Status = Pass
@@ -335,11 +335,16 @@ func (s *state) runtimesEchoCheck() Check {
 	}}
 }
 
-// directAdvice says how to make client r use the proxy for u.
-func directAdvice(r noproxy.Result, u *url.URL) string {
+// directAdvice says how to make client r use the proxy for u, given the
+// environment env the prediction was made with.
+func directAdvice(r noproxy.Result, u *url.URL, env noproxy.Env) string {
+	if isLoopback(u.Hostname()) {
+		// Every runtime keeps loopback to itself: no variable changes that.
+		return r.Client + " never sends localhost or a loopback address to a proxy: run `egret echo --listen :8080` outside this pod and pass its address with --echo"
+	}
 	switch {
 	case r.Client == "java":
-		return "add -D" + u.Scheme + ".proxyHost and -D" + u.Scheme + ".proxyPort (both http and https) to JAVA_TOOL_OPTIONS — `egret noproxy render --java` writes them"
+		return "add -D" + u.Scheme + ".proxyHost and -D" + u.Scheme + ".proxyPort (both http and https) to JAVA_TOOL_OPTIONS: `" + javaRenderCommand(env) + "` prints them"
 	case strings.HasPrefix(r.Client, "node") || strings.HasPrefix(r.Client, "undici"):
 		if strings.Contains(r.Reason, "NODE_USE_ENV_PROXY") {
 			return "set NODE_USE_ENV_PROXY=1 (Node.js >= 24.5 or 22.21) so Node.js reads the proxy variables"
@@ -349,5 +354,53 @@ func directAdvice(r noproxy.Result, u *url.URL) string {
 		return "remove or narrow the NO_PROXY entry `" + m[1] + "`: it sends " + u.Hostname() + " direct"
 	}
 	up := strings.ToUpper(u.Scheme) + "_PROXY"
-	return "set both " + up + " and " + strings.ToLower(up) + " to the proxy (" + r.Client + " reads the one that is missing)"
+	lo := strings.ToLower(up)
+	switch {
+	case env[up] == "" && env[lo] == "":
+		return "set both " + up + " and " + lo + " to the proxy (" + r.Client + " reads neither)"
+	case env[up] == "" || env[lo] == "":
+		return "set both " + up + " and " + lo + " to the proxy (" + r.Client + " reads the one that is missing)"
+	}
+	return r.Client + " goes direct although " + up + " and " + lo + " are set: " + r.Reason
+}
+
+// isLoopback reports localhost and loopback addresses.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// javaRenderCommand is the `egret noproxy render --for java` command for
+// this environment: its NO_PROXY and its proxy, without credentials (Java
+// reads none from properties, and advice is never a place for a password).
+func javaRenderCommand(env noproxy.Env) string {
+	np, ok := env["NO_PROXY"]
+	if !ok {
+		np = env["no_proxy"]
+	}
+	cmd := "egret noproxy render " + shellQuote(np) + " --for java"
+	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
+		v := strings.TrimSpace(env[k])
+		if v == "" {
+			continue
+		}
+		if !strings.Contains(v, "://") {
+			v = "http://" + v
+		}
+		if pu, err := url.Parse(v); err == nil && pu.Host != "" {
+			return cmd + " --proxy " + shellQuote(pu.Scheme+"://"+pu.Host)
+		}
+	}
+	return cmd + " --proxy http://PROXY:PORT"
+}
+
+// shellQuote single-quotes s unless it is made of safe characters only.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:/-_[]") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -270,3 +270,6 @@ func (b *Breakers) Cancel(key string) {
 	}
 	br.mu.Unlock()
 }
+
+// Config returns the breakers' settings.
+func (b *Breakers) Config() BreakerConfig { return b.cfg }

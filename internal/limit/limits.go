@@ -58,6 +58,7 @@ const (
 	KindRate              Kind = "destination_rate"
 	KindDestConcurrency   Kind = "destination_concurrency"
 	KindClientConcurrency Kind = "client_concurrency"
+	KindClientConns       Kind = "client_connections"
 	KindTunnels           Kind = "tunnels"
 	KindBreaker           Kind = "breaker"
 )
@@ -78,6 +79,8 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s already has %s requests and tunnels in flight", e.Key, e.Limit)
 	case KindClientConcurrency:
 		return fmt.Sprintf("client %s already has %s requests and tunnels in flight", e.Key, e.Limit)
+	case KindClientConns:
+		return fmt.Sprintf("client %s already has %s connections open to this proxy", e.Key, e.Limit)
 	case KindTunnels:
 		return fmt.Sprintf("the proxy already relays %s tunnels", e.Limit)
 	}
@@ -200,11 +203,14 @@ func (d *Destinations) pruneLocked() {
 	}
 }
 
-// Clients enforces a per-client concurrency limit (by client IP). It is
-// safe for concurrent use.
+// Clients enforces a per-client limit (by client IP): of requests and
+// tunnels in flight, or of connections open. It is safe for concurrent use.
 type Clients struct {
-	// MaxConcurrent bounds one client's requests and tunnels in flight.
+	// MaxConcurrent bounds what one client holds at once.
 	MaxConcurrent int
+	// Kind names what is counted in refusals; zero means
+	// KindClientConcurrency.
+	Kind Kind
 
 	mu sync.Mutex
 	m  map[string]int
@@ -221,7 +227,11 @@ func (c *Clients) Acquire(client string) (release func(), err error) {
 	}
 	if c.m[client] >= c.MaxConcurrent {
 		c.mu.Unlock()
-		return nil, &Error{Kind: KindClientConcurrency, Key: client, Limit: fmt.Sprint(c.MaxConcurrent)}
+		kind := c.Kind
+		if kind == "" {
+			kind = KindClientConcurrency
+		}
+		return nil, &Error{Kind: kind, Key: client, Limit: fmt.Sprint(c.MaxConcurrent)}
 	}
 	c.m[client]++
 	c.mu.Unlock()

@@ -12,7 +12,7 @@ var ruleNoProxyIgnored = Rule{
 	ID:       idNoProxyIgnored,
 	Severity: Warning,
 	Summary:  "a NO_PROXY entry is ignored or misread by a runtime in the image",
-	Help: "Runtimes read NO_PROXY differently (`egret noproxy explain` shows each one): Python's urllib, " +
+	Help: "Runtimes read NO_PROXY differently (`egret noproxy explain http://HOST/ --env NO_PROXY=VALUE` shows each one): Python's urllib, " +
 		"Node.js and .NET ignore CIDR entries, so a call to a ClusterIP by address goes to the proxy; a bare " +
 		"`example.com` does not cover subdomains in Node.js; `::1` needs `[::1]` beside it for Python and Node; " +
 		"blanks or `;` between entries break most clients. Use entries the image's runtime understands: names and " +

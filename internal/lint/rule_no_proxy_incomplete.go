@@ -17,7 +17,7 @@ var ruleNoProxyIncomplete = Rule{
 		"address, or `$(KUBERNETES_SERVICE_HOST)`), the cloud metadata address `169.254.169.254`, the Service and " +
 		"Pod CIDRs for calls by IP (`--cluster-cidrs`), and loopback (`localhost,127.0.0.1,::1`, plus `[::1]` for " +
 		"Python and Node: only Go bypasses loopback on its own). What counts as covered depends on the runtimes " +
-		"in the image (`egret noproxy lint --clients` shows the same verdict). A missing entry sends that traffic to " +
+		"in the image (`egret noproxy lint VALUE --clients CLIENT,...` shows the same verdict). A missing entry sends that traffic to " +
 		"the proxy, which cannot reach it and answers 502/503.",
 	pod: checkNoProxyIncomplete,
 }

@@ -10,7 +10,7 @@ var ruleNoProxyMissing = Rule{
 		"Services (`*.svc`), the API server and the cloud metadata address, which an outside proxy cannot reach " +
 		"(it answers 502/503 and the healthy callee gets blamed). Set NO_PROXY and no_proxy to at least " +
 		"`localhost,127.0.0.1,::1,.svc,.cluster.local,kubernetes.default.svc`, plus the Service and Pod CIDRs " +
-		"and the API server address (`egret noproxy render` prints one for your cluster).",
+		"and the API server address (`egret noproxy discover` prints the one egret computes for your cluster).",
 	pod: checkNoProxyMissing,
 }
 

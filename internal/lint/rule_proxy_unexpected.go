@@ -8,7 +8,7 @@ var ruleProxyUnexpected = Rule{
 	ID:       idProxyUnexpected,
 	Severity: Warning,
 	Summary:  "a proxy variable names another proxy than the one the cluster expects",
-	Help: "When the cluster's proxy is known (`egret lint --expect-proxy`, or the webhook's policy), a pod " +
+	Help: "When the cluster's proxy is known (`egret lint --expect-proxy URL FILE`, or the webhook's policy), a pod " +
 		"that names another host or port bypasses the sidecar or gateway and its policy, logs and credentials. " +
 		"Point the variables at the expected proxy.",
 	pod: checkProxyUnexpected,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"egret.io/egret/internal/version"
 )
 
 // Label values for Kind.
@@ -85,10 +87,18 @@ type Metrics struct {
 	ConfigReloads *prometheus.CounterVec
 	// Ready is 1 while the proxy is ready to serve.
 	Ready prometheus.Gauge
+	// AcceptErrors counts failed accepts by listener kind and reason
+	// (too_many_open_files, other); each is followed by a back-off.
+	AcceptErrors *prometheus.CounterVec
+	// GuardRefusals counts destinations the SSRF guard refused, by address
+	// class (loopback, private, link_local, ...).
+	GuardRefusals *prometheus.CounterVec
 }
 
-// New creates the catalog on a new registry, with Go and process collectors.
-func New(version string) *Metrics {
+// New creates the catalog on a new registry, with Go and process collectors;
+// ver is the version egret_build_info shows (version.Get().Version in egret).
+func New(ver string) *Metrics {
+	bi := version.Get()
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -174,11 +184,19 @@ func New(version string) *Metrics {
 			Name: "egret_ready",
 			Help: "1 while egret is ready to serve.",
 		}),
+		AcceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egret_proxy_accept_errors_total",
+			Help: "Failed accepts (each followed by a back-off), by listener kind and reason (too_many_open_files, other).",
+		}, []string{"kind", "reason"}),
+		GuardRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egret_proxy_guard_refusals_total",
+			Help: "Destinations the SSRF guard refused, by address class.",
+		}, []string{"class"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "egret_build_info",
-		Help:        "egret's version and Go version.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+		Help:        "egret's build: version, commit (revision), build date and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": ver, "revision": bi.Commit, "build_date": bi.BuildDate, "goversion": runtime.Version()},
 	})
 	info.Set(1)
 	m.live = &liveCollector{
@@ -192,7 +210,7 @@ func New(version string) *Metrics {
 	m.collectors = []prometheus.Collector{m.Requests, m.Duration, m.TunnelsOpen, m.Bytes, m.UpstreamConnect,
 		m.UpstreamErrors, m.UpstreamResponses, m.UpstreamAttempts, m.UpstreamMemberDown, m.UpstreamProbes,
 		m.CredentialFallbacks, m.BreakerTransitions, m.LimitRejections, m.PolicyDenials, m.WouldDeny, m.live,
-		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, info,
+		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	r.MustRegister(m.collectors...)
 	m.collectors = append(m.collectors, m.TunnelsLimit) // registered by SetTunnelsLimit

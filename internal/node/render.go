@@ -3,8 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -23,7 +21,7 @@ const EnvFileName = "http-proxy.env"
 const SystemdDir = "/etc/systemd/system"
 
 // DefaultNoProxy are the entries every node daemon needs.
-var DefaultNoProxy = []string{"localhost", "127.0.0.1", "::1"}
+var DefaultNoProxy = noproxy.RuntimeDefaults
 
 // RenderOptions are the inputs of Render.
 type RenderOptions struct {
@@ -66,11 +64,11 @@ func Render(o RenderOptions) (*Rendered, error) {
 	if strings.TrimSpace(o.Proxy) == "" {
 		return nil, errors.New("a proxy URL is required")
 	}
-	proxy, err := checkProxyURL(o.Proxy)
+	proxy, err := noproxy.CheckProxyURL(o.Proxy)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	np, err := noProxyList(o.NoProxy, o.Registries)
+	np, err := noproxy.RuntimeNoProxy(o.NoProxy, o.Registries)
 	if err != nil {
 		return nil, err
 	}
@@ -107,31 +105,6 @@ func Render(o RenderOptions) (*Rendered, error) {
 	return r, nil
 }
 
-// checkProxyURL validates a proxy URL as Go's net/http will read it.
-func checkProxyURL(raw string) (string, error) {
-	s := strings.TrimSpace(raw)
-	if strings.ContainsAny(s, "\n\r\x00") {
-		return "", errors.New("the URL contains a line break or NUL")
-	}
-	if !strings.Contains(s, "://") {
-		return "", errors.New("the URL has no scheme: write it as http://host:port")
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		// url errors quote the URL, which may hold a password.
-		return "", errors.New("the URL does not parse (are special characters in the user name or password percent-encoded?)")
-	}
-	switch u.Scheme {
-	case "http", "https", "socks5", "socks5h":
-	default:
-		return "", fmt.Errorf("unsupported scheme %q (want http, https, socks5 or socks5h)", u.Scheme)
-	}
-	if u.Hostname() == "" {
-		return "", errors.New("the URL has no host")
-	}
-	return s, nil
-}
-
 func hasCredentials(raw string) bool {
 	u, err := url.Parse(raw)
 	return err == nil && u.User != nil
@@ -149,74 +122,8 @@ func Redact(raw string) string {
 	return u.Redacted()
 }
 
-// noProxyList builds the NO_PROXY value: the defaults, the given entries and
-// the registries' host names, without duplicates, in that order.
-func noProxyList(entries, registries []string) (string, error) {
-	var out []string
-	seen := map[string]bool{}
-	add := func(e string) error {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			return nil
-		}
-		if strings.ContainsAny(e, " \t\n\r\"'\\%$") {
-			return fmt.Errorf("NO_PROXY entry %q has a blank, quote, backslash, %% or $", e)
-		}
-		if k := strings.ToLower(e); !seen[k] {
-			seen[k] = true
-			out = append(out, e)
-		}
-		return nil
-	}
-	for _, e := range DefaultNoProxy {
-		_ = add(e)
-	}
-	// noproxy.Normalize below drops duplicates the same way.
-	for _, list := range entries {
-		for _, e := range strings.Split(list, ",") {
-			if err := add(e); err != nil {
-				return "", err
-			}
-		}
-	}
-	for _, r := range registries {
-		h, err := registryHost(r)
-		if err != nil {
-			return "", err
-		}
-		if err := add(h); err != nil {
-			return "", err
-		}
-	}
-	return noproxy.Normalize(strings.Join(out, ",")), nil
-}
-
-// registryHost returns the host of a registry reference ("registry.internal:5000",
-// "https://registry.internal/v2/", "[fd00::5]:5000"): the NO_PROXY entry that
-// covers it on every port.
-func registryHost(r string) (string, error) {
-	s := strings.TrimSpace(r)
-	if i := strings.Index(s, "://"); i >= 0 {
-		s = s[i+3:]
-	}
-	if i := strings.IndexAny(s, "/?#"); i >= 0 {
-		s = s[:i]
-	}
-	if s == "" {
-		return "", fmt.Errorf("registry %q has no host", r)
-	}
-	if h, _, err := net.SplitHostPort(s); err == nil {
-		s = h
-	}
-	s = strings.Trim(s, "[]")
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.String(), nil
-	}
-	if strings.ContainsAny(s, ":@ ,") {
-		return "", fmt.Errorf("registry %q is not a host or host:port", r)
-	}
-	return strings.ToLower(s), nil
-}
+// registryHost is the NO_PROXY entry that covers registry r on every port.
+func registryHost(r string) (string, error) { return noproxy.RegistryHost(r) }
 
 // quoteEnvFile quotes a value for an EnvironmentFile=: single quotes keep
 // everything literal; a value containing a single quote is double-quoted

@@ -229,23 +229,40 @@ func Lint(value string, opts LintOptions) []Finding {
 			// and do not recommend what is already there.
 			probeValue = e.Raw + "," + pair
 			fix = "no NO_PROXY spelling helps these clients: call the address by a name they bypass"
+		} else if same := sameDomain(e, entries); len(same) > 1 {
+			// "svc" beside ".svc": the fix entryFix gives is applied, so
+			// judge the spellings together.
+			probeValue = strings.Join(same, ",")
+			fix = "no NO_PROXY spelling helps these clients"
 		}
-		env := lintEnv(probeValue)
+		env, alone := lintEnv(probeValue), lintEnv(e.Raw)
 		for _, p := range entryProbes(e) {
-			wrong, throws := decideAll(clients, env, p.url, p.direct)
+			penv := env
+			if !p.direct {
+				penv = alone // a look-alike match belongs to the entry that makes it
+			}
+			wrong, throws := decideAll(clients, penv, p.url, p.direct)
 			if len(throws) > 0 {
+				tfix := fix
+				if e.Kind == KindIP && e.Prefix.Addr().Is6() {
+					// Another spelling does not stop the failure.
+					tfix = "no NO_PROXY spelling helps these clients: call the address by a name they bypass"
+				}
 				fs = append(fs, Finding{Rule: RuleEntryMisread, Severity: SeverityWarning, Entry: e.Raw, Clients: throws,
-					Message: fmt.Sprintf("entry %s makes %s fail for %s", q(e.Raw), strings.Join(throws, ", "), p.url), Fix: fix})
+					Message: fmt.Sprintf("entry %s makes %s fail for %s", q(e.Raw), strings.Join(throws, ", "), p.url), Fix: tfix})
 			}
 			if len(wrong) == 0 {
 				continue
 			}
-			verb := "does not cover " + p.what
+			verb, pfix := "does not cover "+p.what, fix
 			if !p.direct {
 				verb = "also matches " + p.what
+				// No spelling narrows a client that compares the end of
+				// the name: listing more entries cannot fix it.
+				pfix = fmt.Sprintf("no NO_PROXY spelling stops %s from matching by the end of the name; keep it if no outside name ends in %s", strings.Join(wrong, ", "), e.Domain)
 			}
 			fs = append(fs, Finding{Rule: RuleEntryMisread, Severity: SeverityWarning, Entry: e.Raw, Clients: wrong,
-				Message: fmt.Sprintf("entry %s %s in %s", q(e.Raw), verb, strings.Join(wrong, ", ")), Fix: fix})
+				Message: fmt.Sprintf("entry %s %s in %s", q(e.Raw), verb, strings.Join(wrong, ", ")), Fix: pfix})
 		}
 		if e.Kind == KindDomain && !e.Apex {
 			// ".x.com": who also covers x.com itself?
@@ -317,6 +334,21 @@ func bracketedPair(e Entry, value string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// sameDomain returns every portless spelling of e's domain the value lists
+// ("svc", ".svc", "*.svc"), e's first; just e when there is no other.
+func sameDomain(e Entry, entries []Entry) []string {
+	out := []string{e.Raw}
+	if e.Kind != KindDomain || e.Port != 0 {
+		return out
+	}
+	for _, o := range entries {
+		if o.Kind == KindDomain && o.Port == 0 && o.Domain == e.Domain && o.Rooted == e.Rooted && o.Raw != e.Raw {
+			out = append(out, o.Raw)
+		}
+	}
+	return out
 }
 
 // entryFix suggests a spelling every client reads the same way.

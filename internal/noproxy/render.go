@@ -1,6 +1,7 @@
 package noproxy
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -273,27 +274,147 @@ type DropInOptions struct {
 	Registries []string // internal registries (host or host:port) that must be pulled directly
 }
 
-// RenderDropIn renders the systemd drop-in for r: both-case variables, the
-// registries added to NO_PROXY (as written and, for host:port, the bare host
-// too, so every client form matches). Daemons read it once: restart them.
+// RuntimeDefaults are the entries every node daemon's NO_PROXY needs.
+var RuntimeDefaults = []string{"localhost", "127.0.0.1", "::1"}
+
+// RuntimeNoProxy is the NO_PROXY of a node daemon (`egret node render` and
+// `egret noproxy render --for containerd|crio|docker|kubelet` both write
+// it): RuntimeDefaults, the entries (each may be a comma-separated list)
+// and the registries' hosts, without duplicates, in that order. An entry Go
+// cannot read (a bad port, a URL, ...) or that a systemd Environment= line
+// would alter is refused, naming it.
+func RuntimeNoProxy(entries, registries []string) (string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(e string) error {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil
+		}
+		if strings.ContainsAny(e, " \t\n\r\"'\\%$") {
+			return fmt.Errorf("NO_PROXY entry %q has a blank, quote, backslash, %% or $", e)
+		}
+		if _, err := ParseEntry(e); err != nil {
+			return err
+		}
+		if k := strings.ToLower(e); !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+		return nil
+	}
+	for _, e := range RuntimeDefaults {
+		_ = add(e)
+	}
+	for _, list := range entries {
+		for _, e := range strings.Split(list, ",") {
+			if err := add(e); err != nil {
+				return "", err
+			}
+		}
+	}
+	for _, r := range registries {
+		if strings.TrimSpace(r) == "" {
+			continue
+		}
+		h, err := RegistryHost(r)
+		if err != nil {
+			return "", err
+		}
+		if err := add(h); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
+// RegistryHost returns the host of a registry reference ("registry.internal:5000",
+// "https://registry.internal/v2/", "[fd00::5]:5000"): the NO_PROXY entry that
+// covers it on every port. A port must be 1-65535.
+func RegistryHost(r string) (string, error) {
+	s := strings.TrimSpace(r)
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	}
+	if i := strings.IndexAny(s, "/?#"); i >= 0 {
+		s = s[:i]
+	}
+	if s == "" {
+		return "", fmt.Errorf("registry %q has no host", r)
+	}
+	if h, port, err := net.SplitHostPort(s); err == nil {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return "", fmt.Errorf("registry %q: port %q is not a number from 1 to 65535", r, port)
+		}
+		s = h
+	}
+	s = strings.Trim(s, "[]")
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.String(), nil
+	}
+	if strings.ContainsAny(s, ":@ ,") {
+		return "", fmt.Errorf("registry %q is not a host or host:port", r)
+	}
+	return strings.ToLower(s), nil
+}
+
+// CheckProxyURL validates a proxy URL as Go's net/http will read it: a
+// scheme egret and the runtimes know, a host, a port 1-65535. Errors never
+// quote the URL (it may hold a password).
+func CheckProxyURL(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	if strings.ContainsAny(s, "\n\r\x00") {
+		return "", errors.New("the URL contains a line break or NUL")
+	}
+	if !strings.Contains(s, "://") {
+		return "", errors.New("the URL has no scheme: write it as http://host:port")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		// url errors quote the URL, which may hold a password.
+		return "", errors.New("the URL does not parse (are special characters in the user name or password percent-encoded?)")
+	}
+	switch u.Scheme {
+	case "http", "https", "socks5", "socks5h":
+	default:
+		return "", fmt.Errorf("unsupported scheme %q (want http, https, socks5 or socks5h)", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return "", errors.New("the URL has no host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return "", fmt.Errorf("port %q is not a number from 1 to 65535", p)
+		}
+	}
+	return s, nil
+}
+
+// CheckValue refuses a NO_PROXY value with entries Go cannot read, naming
+// each (the renderers write only what every consumer reads as meant).
+func CheckValue(value string) error {
+	_, errs := Parse(value)
+	return errors.Join(errs...)
+}
+
+// RenderDropIn renders the systemd drop-in for r: both-case variables with
+// RuntimeNoProxy's NO_PROXY (the defaults, o.NoProxy and the registries'
+// hosts). Daemons read it once: restart them.
 func RenderDropIn(r Runtime, o DropInOptions) (DropIn, error) {
 	switch r {
 	case RuntimeContainerd, RuntimeCRIO, RuntimeDocker, RuntimeKubelet:
 	default:
 		return DropIn{}, fmt.Errorf("unknown runtime %q (containerd, crio, docker, kubelet)", r)
 	}
-	np := o.NoProxy
-	for _, reg := range o.Registries {
-		reg = strings.TrimSpace(reg)
-		if reg == "" {
-			continue
-		}
-		np = WithEntries(np, reg)
-		if h, _, err := net.SplitHostPort(reg); err == nil {
-			np = WithEntries(np, strings.Trim(h, "[]"))
+	if o.Proxy != "" {
+		if _, err := CheckProxyURL(o.Proxy); err != nil {
+			return DropIn{}, fmt.Errorf("proxy: %w", err)
 		}
 	}
-	np = Normalize(np)
+	np, err := RuntimeNoProxy([]string{o.NoProxy}, o.Registries)
+	if err != nil {
+		return DropIn{}, err
+	}
 	if strings.ContainsAny(np+o.Proxy, "\"\\\n%") {
 		return DropIn{}, fmt.Errorf("values for a systemd Environment= line must not contain quotes, backslashes, %% or line breaks")
 	}
@@ -305,5 +426,3 @@ func RenderDropIn(r Runtime, o DropInOptions) (DropIn, error) {
 	}
 	return DropIn{Path: "/etc/systemd/system/" + r.Unit() + ".d/http-proxy.conf", Content: b.String()}, nil
 }
-
-var _ = netip.Addr{}

@@ -55,6 +55,9 @@ type event struct {
 	connect  time.Duration
 	release  releases // limit slots held until the request or tunnel ends
 	timed    bool     // finish observes the request's duration
+	// clientAdmitted is set once admitClient ran (a listener may run it
+	// before the rest of admit).
+	clientAdmitted bool
 }
 
 // finish ends a request or tunnel: its limit slots are released, and it

@@ -11,27 +11,6 @@ import (
 	"time"
 )
 
-// tcpOrigin runs fn for every connection accepted on a loopback port.
-func tcpOrigin(t *testing.T, fn func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); fn(c) }()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
-}
-
 func TestConnectDirect(t *testing.T) {
 	// The origin reads until the client half-closes, then answers: this
 	// needs the tunnel to pass the half-close on.
@@ -188,16 +167,5 @@ func TestMetricsHaveBoundedLabels(t *testing.T) {
 	}
 	if !found {
 		t.Error("egret_proxy_requests_total was not recorded")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

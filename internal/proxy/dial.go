@@ -44,39 +44,40 @@ func (s *Server) Route(ctx context.Context, st *State, dest route.Dest) route.De
 	return dec
 }
 
-// Dial connects to dest as dec says: directly (to the addresses the
-// decision resolved, if any) or through dec's pool. A deny decision is an
-// error; an unreachable pool never falls back to direct.
-func (s *Server) Dial(ctx context.Context, st *State, dest route.Dest, dec route.Decision) (*Conn, error) {
+// open connects an admitted tunnel as its decision says: directly (to
+// the addresses routing resolved, through the SSRF guard and the loop
+// check) or through the decision's pool, which never falls back to direct.
+// It tells the destination's breaker the outcome and records the member
+// and the set-up time in ev.
+func (s *Server) open(ctx context.Context, ev *event, a *admission) (*Conn, error) {
 	start := time.Now()
-	if dec.Action != route.Direct && dec.Action != route.Upstream {
-		return nil, denied(dest, dec)
+	c, err := s.dial(ctx, a.st, a.dial, a.dec)
+	if a.breaker {
+		s.reportDest(a.dest, err)
 	}
-	var rel releases
-	breaker, err := s.admitDest(dest, true, &rel)
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.dial(ctx, st, dest, dec, &rel)
-	if breaker {
-		s.reportDest(dest, err)
-	}
-	if err != nil {
-		rel.run()
-		return nil, err
-	}
-	c.release = rel
 	c.Connect = time.Since(start)
+	ev.connect = c.Connect
+	if c.Member != nil {
+		ev.member = c.Member.Name
+	}
+	s.observeSetup(ev)
 	return c, nil
 }
 
-func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route.Decision, rel *releases) (*Conn, error) {
-	if dec.Action == route.Direct {
-		c, err := s.dialDirect(ctx, dest, dec.Addrs)
+func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route.Decision) (*Conn, error) {
+	switch dec.Action {
+	case route.Direct:
+		c, err := s.dialDirect(ctx, st, dest, dec)
 		if err != nil {
 			return nil, err
 		}
 		return &Conn{Conn: c}, nil
+	case route.Upstream:
+	default:
+		return nil, denied(dest, dec)
 	}
 	p := st.pool(dec.Pool)
 	if p == nil {
@@ -93,8 +94,9 @@ func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route
 	if s.m != nil {
 		s.m.UpstreamConnect.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 	}
-	rel.add(t.Member.Acquire())
-	return &Conn{Conn: t.Conn, Prefix: t.Prefix, Member: t.Member}, nil
+	c := &Conn{Conn: t.Conn, Prefix: t.Prefix, Member: t.Member}
+	c.release.add(t.Member.Acquire())
+	return c, nil
 }
 
 func denied(dest route.Dest, dec route.Decision) *proxystatus.Error {
@@ -110,8 +112,13 @@ func (s *Server) countUpstreamErr(pool string, err error) {
 }
 
 // dialDirect connects to dest, trying its addresses in order within the
-// dial timeout. addrs, when given, are the addresses routing resolved.
-func (s *Server) dialDirect(ctx context.Context, dest route.Dest, addrs []netip.Addr) (net.Conn, error) {
+// dial timeout: the addresses routing resolved for dec, else a lookup's.
+// Every address is checked right before it is dialled — no check, then
+// resolve again — by the SSRF guard (gateway) and the loop check: only the
+// addresses both allow are tried, and when none is, the refusal names the
+// first address and why.
+func (s *Server) dialDirect(ctx context.Context, st *State, dest route.Dest, dec route.Decision) (net.Conn, error) {
+	addrs := dec.Addrs
 	if d := s.opts.Timeouts.Dial; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
@@ -128,21 +135,9 @@ func (s *Server) dialDirect(ctx context.Context, dest route.Dest, addrs []netip.
 		}
 	}
 	port := strconv.Itoa(int(dest.Port))
-	if s.opts.Protection.Guard != nil {
-		allowed := make([]netip.Addr, 0, len(addrs))
-		var prohibited *proxystatus.Error
-		for _, a := range addrs {
-			if e := s.guard(dest, a); e != nil {
-				prohibited = e
-				continue
-			}
-			allowed = append(allowed, a)
-		}
-		if len(allowed) == 0 {
-			s.countPolicy("destination_ip")
-			return nil, prohibited
-		}
-		addrs = allowed
+	addrs, refused := s.dialable(st, dest, dec, addrs)
+	if len(addrs) == 0 {
+		return nil, refused
 	}
 	var last error
 	for i, a := range addrs {
@@ -173,6 +168,45 @@ func (s *Server) dialDirect(ctx context.Context, dest route.Dest, addrs []netip.
 		out.Type = proxystatus.DestinationUnavailable
 	}
 	return nil, &out
+}
+
+// dialable returns the addresses of dest that may be dialled: not egret's
+// own listeners, and allowed by the SSRF guard — where the CIDRs of the
+// direct rule that decided are the operator's explicit allow. It returns
+// the refusal of the first address when none may be.
+func (s *Server) dialable(st *State, dest route.Dest, dec route.Decision, addrs []netip.Addr) ([]netip.Addr, *proxystatus.Error) {
+	g := s.opts.Protection.Guard
+	var exempt []netip.Prefix
+	if g != nil && dec.Action == route.Direct && dec.Rule >= 0 {
+		if rules := st.Routes.Rules(); dec.Rule < len(rules) {
+			exempt = rules[dec.Rule].Match.CIDRs
+		}
+	}
+	var refused *proxystatus.Error
+	ok := addrs[:0:0]
+	for i, a := range addrs {
+		var e *proxystatus.Error
+		switch {
+		case s.raw.isSelf(netip.AddrPortFrom(a.WithZone("").Unmap(), dest.Port)):
+			e = s.loopSelf(dest)
+		case g != nil:
+			e = s.guard(dest, a, exempt)
+		}
+		if e == nil {
+			if len(ok) == 0 && i == len(addrs)-1 {
+				return addrs[i:], nil // the usual case: one address, allowed
+			}
+			ok = append(ok, a)
+			continue
+		}
+		if refused == nil {
+			refused = e
+		}
+	}
+	if len(ok) == 0 && refused != nil && refused.Type == proxystatus.DestinationIPProhibit {
+		s.countPolicy("destination_ip")
+	}
+	return ok, refused
 }
 
 // lookup resolves host through the resolver, counting the result.

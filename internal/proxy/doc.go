@@ -1,20 +1,22 @@
-// Package proxy is egret's data plane: the listeners that accept clients
-// (HTTP forward proxy with absolute-URI requests and CONNECT; transparent and
-// SOCKS5 listeners build on the same Dial and relay path) and the flow every
-// request takes:
+// Package proxy is egret's data plane: the listeners that accept clients —
+// the explicit HTTP listener (absolute-URI forwarding and CONNECT), the
+// transparent listener (iptables REDIRECT, SO_ORIGINAL_DST, SNI/Host
+// sniffing) and the SOCKS5 listener — and the flow every request and
+// tunnel takes:
 //
-//	accept → classify (parse the destination) → route (route.Table) →
-//	dial (direct, or through an upstream pool) → relay → one log line
+//	accept → admit (admit.go: client allow-list and limits, destination,
+//	loop check, route, deny, destination limits) → dial (dial.go: direct
+//	through the SSRF guard, or through an upstream pool's Do) → relay or
+//	forward → one log line (accesslog.go)
 //
-// The explicit listener runs egret's own HTTP/1.1 engine (engine.go,
-// forward.go, origin.go) on net/http's message primitives: a goroutine per
-// client connection reads requests with http.ReadRequest; CONNECT becomes a
-// tunnel on the same connection; an absolute-URI request is written to a
-// pooled keep-alive connection to the origin or upstream member, its body
-// and the response streamed, hop-by-hop fields stripped and Via added.
+// Each listener speaks only its protocol and hands the destination it
+// parsed to admit. Forwarded requests (forward.go, respond.go) are
+// policy — where a request goes, when it may be sent again, what the
+// client is answered — over internal/http1's wire.
 //
 // A Server holds an immutable State (routes and pools) behind an atomic
-// pointer so a reload swaps it without stopping traffic, and everything that
-// must outlive a reload (tunnels, metrics, the pool of origin connections)
-// beside it.
+// pointer so a reload swaps it without stopping traffic, and everything
+// that must outlive a reload (tunnels, metrics, the idle connections)
+// beside it. internal/proxyd builds it from a configuration and runs the
+// process around it.
 package proxy

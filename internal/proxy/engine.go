@@ -4,18 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime/debug"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
-
+	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
 )
@@ -28,18 +23,9 @@ import (
 // absolute-URI request is forwarded (forward.go) over a pooled connection
 // to the origin or upstream member (origin.go).
 
-// Engine constants.
-const (
-	// bufSize is the size of the bufio readers and writers of client and
-	// origin connections.
-	bufSize = 4 << 10
-	// headerSlack is read beyond MaxHeaderBytes before a header is refused,
-	// like net/http: the reader's buffer may hold the start of the body.
-	headerSlack = bufSize
-	// newConnGrace is how long Shutdown leaves a new connection that has
-	// not sent a byte before it closes it (like net/http).
-	newConnGrace = 5 * time.Second
-)
+// newConnGrace is how long Shutdown leaves a new connection that has not
+// sent a byte before it closes it (like net/http).
+const newConnGrace = 5 * time.Second
 
 // Client connection states, for Shutdown.
 const (
@@ -49,86 +35,12 @@ const (
 	connDone                // closed, or handed to a tunnel
 )
 
-// aLongTimeAgo is a deadline in the past: it interrupts blocked I/O.
-var aLongTimeAgo = time.Unix(1, 0)
-
-var (
-	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
-	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
-	copyPool   = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-)
-
-func getReader(r io.Reader) *bufio.Reader {
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(r)
-	return br
-}
-
-func putReader(br *bufio.Reader) {
-	br.Reset(nil)
-	readerPool.Put(br)
-}
-
-func getWriter(w io.Writer) *bufio.Writer {
-	bw := writerPool.Get().(*bufio.Writer)
-	bw.Reset(w)
-	return bw
-}
-
-func putWriter(bw *bufio.Writer) {
-	bw.Reset(nil)
-	writerPool.Put(bw)
-}
-
-// errHeaderTooLarge ends a header read that went past its limit.
-var errHeaderTooLarge = errors.New("header section too large")
-
-// limitReader reads from a connection, bounding the bytes a message header
-// may take while limited, counting every byte, and, while recording,
-// keeping a copy of what it read (the raw request header, checked for
-// Content-Length beside Transfer-Encoding).
-type limitReader struct {
-	c         net.Conn
-	n         int64 // bytes read so far
-	remain    int64
-	limited   bool
-	hit       bool
-	recording bool
-	rec       []byte
-}
-
-func (l *limitReader) Read(p []byte) (int, error) {
-	if l.limited {
-		if l.remain <= 0 {
-			l.hit = true
-			return 0, errHeaderTooLarge
-		}
-		if int64(len(p)) > l.remain {
-			p = p[:l.remain]
-		}
-	}
-	n, err := l.c.Read(p)
-	l.n += int64(n)
-	if l.limited {
-		l.remain -= int64(n)
-	}
-	if l.recording {
-		l.rec = append(l.rec, p[:n]...)
-	}
-	return n, err
-}
-
-func (l *limitReader) limit(n int64) { l.limited, l.remain, l.hit = true, n, false }
-
-func (l *limitReader) unlimit() { l.limited = false }
-
 // clientConn is one connection of an explicit proxy client.
 type clientConn struct {
 	s      *Server
 	c      net.Conn
 	remote string
-	lr     limitReader
-	br     *bufio.Reader
+	r      http1.Reader // its requests
 	bw     *bufio.Writer
 	state  atomic.Int32
 	since  atomic.Int64 // unix nanoseconds: accepted, or became idle
@@ -136,17 +48,21 @@ type clientConn struct {
 	// handedOff is set when the connection became a tunnel: it is no
 	// longer this goroutine's to close.
 	handedOff bool
-	x         exchange // the forwarded request in progress (reused)
-	meters    meters   // the metrics its requests counted last
+	// slot is the client's connection slot (limit.Clients), released when
+	// the connection closes; nil without a limit.
+	slot   func()
+	peek   func() error // cc.peekByte, made once
+	x      exchange     // the forwarded request in progress (reused)
+	meters meters       // the metrics its requests counted last
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
 // http.ErrServerClosed after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.startConnSweeper()
-	s.origins.startSweeper(s.stop)
-	return s.accept(ln, func(c net.Conn) {
-		cc := &clientConn{s: s, c: c}
+	s.origins.StartSweeper(s.stop)
+	return s.accept(ln, metrics.KindHTTP, func(c net.Conn, slot func()) {
+		cc := &clientConn{s: s, c: c, slot: slot}
 		cc.since.Store(time.Now().UnixNano())
 		if !s.trackConn(cc) {
 			c.Close()
@@ -290,14 +206,29 @@ func (s *Server) closeConns() {
 	}
 }
 
+// peek waits for the client's next byte without taking it (clientWatch).
+func (cc *clientConn) peekByte() error {
+	_, err := cc.r.Buf().Peek(1)
+	return err
+}
+
+// handOff gives the connection to the tunnel of ev: the tunnel closes it
+// and, when it ends, releases the client's connection slot.
+func (cc *clientConn) handOff(ev *event) {
+	cc.handedOff = true
+	ev.release.add(cc.slot)
+	cc.slot = nil
+}
+
 // serve reads and answers requests until the connection ends or becomes a
 // tunnel.
 func (cc *clientConn) serve() {
 	s := cc.s
 	cc.remote = cc.c.RemoteAddr().String()
-	cc.lr.c = cc.c
-	cc.br = getReader(&cc.lr)
-	cc.bw = getWriter(cc.c)
+	cc.peek = cc.peekByte
+	cc.r.MaxHeaderBytes = s.opts.MaxHeaderBytes
+	cc.r.Reset(cc.c)
+	cc.bw = http1.GetWriter(cc.c)
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("panic serving a connection", "listener", "proxy", "client", cc.remote,
@@ -305,14 +236,14 @@ func (cc *clientConn) serve() {
 		}
 		if !cc.handedOff {
 			cc.c.Close()
+			if cc.slot != nil {
+				cc.slot()
+			}
 		}
 		cc.state.Store(connDone)
 		s.untrackConn(cc)
-		putReader(cc.br)
-		putWriter(cc.bw)
-		if cap(cc.lr.rec) > 4*bufSize {
-			cc.lr.rec = nil
-		}
+		cc.r.Release()
+		http1.PutWriter(cc.bw)
 	}()
 	for {
 		req, err := cc.readRequest()
@@ -350,42 +281,23 @@ func (cc *clientConn) requestError(req *http.Request, err error) {
 	cc.s.finish(&ev)
 }
 
-// readRequest waits for the next request and reads its header. Errors the
-// client must be told about are *proxystatus.Error values; any other error
-// means the connection is over without an answer.
+// readRequest waits for the next request and reads its header (http1's
+// Reader does the reading and the checks), moving the connection between
+// idle and active for Shutdown and the sweeper. Errors the client must be
+// told about are *proxystatus.Error values; any other error means the
+// connection is over without an answer.
 func (cc *clientConn) readRequest() (*http.Request, error) {
 	s := cc.s
-	lr := &cc.lr
-	lr.limit(int64(s.opts.MaxHeaderBytes) + headerSlack)
-	lr.rec = lr.rec[:0]
-	pipelined := cc.br.Buffered() > 0
-	if n := cc.br.Buffered(); n > 0 {
-		p, _ := cc.br.Peek(n) // pipelined: the request is already here
-		lr.rec = append(lr.rec, p...)
-	}
-	lr.recording = true
-	defer func() { lr.recording = false; lr.unlimit() }()
 	// A new or idle connection waits without a deadline: sweepConns
 	// closes it if it stays silent too long.
-	if cc.served > 0 && !pipelined {
+	if cc.served > 0 && !cc.r.Pipelined() {
 		cc.since.Store(time.Now().UnixNano())
 		if !cc.state.CompareAndSwap(connActive, connIdle) {
 			return nil, net.ErrClosed
 		}
 	}
-	// Empty lines before a request are ignored (RFC 9112 section 2.2).
-	for {
-		p, err := cc.br.Peek(1)
-		if err != nil {
-			if lr.hit {
-				return nil, headerTooLarge()
-			}
-			return nil, err
-		}
-		if p[0] != '\r' && p[0] != '\n' {
-			break
-		}
-		cc.br.Discard(1)
+	if err := cc.r.Start(); err != nil {
+		return nil, err
 	}
 	switch st := cc.state.Load(); st {
 	case connActive:
@@ -399,150 +311,16 @@ func (cc *clientConn) readRequest() (*http.Request, error) {
 	// The header timeout runs from the request's first byte (slowloris);
 	// a header that arrived whole needs none.
 	deadline := false
-	if d := s.opts.Timeouts.HeaderRead; d > 0 && !headerBuffered(cc.br) {
+	if d := s.opts.Timeouts.HeaderRead; d > 0 && !cc.r.HeaderBuffered() {
 		cc.c.SetReadDeadline(time.Now().Add(d))
 		deadline = true
 	}
 	cc.served++
-	req, err := http.ReadRequest(cc.br)
+	req, err := cc.r.Read()
 	if deadline && err == nil {
 		cc.c.SetReadDeadline(time.Time{}) // bodies and tunnels have none
 	}
-	if err != nil {
-		if lr.hit {
-			return nil, headerTooLarge()
-		}
-		if isNetReadError(err) {
-			return nil, err
-		}
-		st := http.StatusBadRequest
-		if strings.Contains(err.Error(), "transfer encoding") {
-			st = http.StatusNotImplemented // RFC 9112 section 6.1
-		}
-		return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: st, Detail: "malformed request: " + proxystatus.Text(err)}
-	}
-	// What net/http's server checks beyond ReadRequest.
-	if req.ProtoMajor != 1 {
-		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: http.StatusHTTPVersionNotSupported,
-			Detail: "unsupported protocol version " + req.Proto + ": egret speaks HTTP/1.x to clients"}
-	}
-	// http.ReadRequest took the Host field out of the header; its raw
-	// copy says whether there was one (ReadRequest refused two).
-	raw := scanHeader(lr.rec)
-	if req.ProtoAtLeast(1, 1) && !raw.host && req.Method != http.MethodConnect {
-		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "missing required Host header"}
-	}
-	if raw.host && !validHost(raw, req.Host) {
-		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "malformed Host header"}
-	}
-	// Transfer-Encoding beside Content-Length is how requests are smuggled
-	// past a front proxy that reads the other one (RFC 9112 section 6.3):
-	// refuse it rather than pick one.
-	if len(req.TransferEncoding) > 0 && raw.contentLength {
-		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request has both Transfer-Encoding and Content-Length"}
-	}
-	if e, ok := req.Header["Expect"]; ok && !(len(e) == 1 && strings.EqualFold(strings.TrimSpace(e[0]), "100-continue")) {
-		return req, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Status: http.StatusExpectationFailed, Detail: "unsupported expectation"}
-	}
-	return req, nil
-}
-
-func headerTooLarge() *proxystatus.Error {
-	return &proxystatus.Error{Type: proxystatus.HTTPRequestHeaderSize, Detail: "request header section too large"}
-}
-
-// headerBuffered reports whether a whole request header is in br already.
-func headerBuffered(br *bufio.Reader) bool {
-	p, _ := br.Peek(br.Buffered())
-	return bytes.Contains(p, []byte("\r\n\r\n")) || bytes.Contains(p, []byte("\n\n"))
-}
-
-// rawHeader is what scanHeader found in a raw request header.
-type rawHeader struct {
-	host          bool   // a Host field
-	hostValue     []byte // its value, trimmed
-	hostFolded    bool   // its value went on over another line (obs-fold)
-	contentLength bool   // a Content-Length field
-}
-
-// scanHeader looks through the raw request header at the start of rec
-// (after any empty lines) for the fields http.ReadRequest leaves no trace
-// of. ReadRequest has validated the header: field names end at the colon,
-// with no whitespace.
-func scanHeader(rec []byte) rawHeader {
-	var h rawHeader
-	first, inHost := true, false
-	for len(rec) > 0 {
-		line := rec
-		if i := bytes.IndexByte(rec, '\n'); i >= 0 {
-			line, rec = rec[:i], rec[i+1:]
-		} else {
-			rec = nil
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) == 0 {
-			if first {
-				continue // empty lines before the request line
-			}
-			break // the end of the header section
-		}
-		if first {
-			first = false // the request line
-			continue
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			h.hostFolded = h.hostFolded || inHost
-			continue
-		}
-		inHost = false
-		switch {
-		case hasFieldName(line, "host:"):
-			h.host, inHost = true, true
-			h.hostValue = bytes.TrimSpace(line[len("host:"):])
-		case hasFieldName(line, "content-length:"):
-			h.contentLength = true
-		}
-	}
-	return h
-}
-
-func hasFieldName(line []byte, name string) bool {
-	if len(line) < len(name) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := line[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != name[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// validHost applies net/http's server check to the Host field. reqHost is
-// the request's host, usually the same text (then no copy is made).
-func validHost(h rawHeader, reqHost string) bool {
-	if h.hostFolded {
-		return false // the value joined over lines holds a space
-	}
-	if string(h.hostValue) == reqHost {
-		return httpguts.ValidHostHeader(reqHost)
-	}
-	return httpguts.ValidHostHeader(string(h.hostValue))
-}
-
-// isNetReadError reports whether err ends a request read because the
-// connection ended or timed out, not because of what the client sent (a
-// header cut short is answered, like net/http does).
-func isNetReadError(err error) bool {
-	if err == io.EOF || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return true
-	}
-	var oe *net.OpError
-	return errors.As(err, &oe)
+	return req, err
 }
 
 // handle serves one request; it reports whether the connection may carry

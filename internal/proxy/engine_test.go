@@ -20,68 +20,11 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/squid"
 )
-
-// clientConn for tests: one raw connection to the proxy, reading
-// responses with net/http's parser.
-type rawClient struct {
-	t  *testing.T
-	c  net.Conn
-	br *bufio.Reader
-}
-
-func dialRaw(t *testing.T, addr string) *rawClient {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(15 * time.Second))
-	return &rawClient{t: t, c: c, br: bufio.NewReader(c)}
-}
-
-func (r *rawClient) send(format string, args ...any) {
-	r.t.Helper()
-	if _, err := fmt.Fprintf(r.c, format, args...); err != nil {
-		r.t.Fatalf("send: %v", err)
-	}
-}
-
-// read reads one response to a request of method and its whole body.
-func (r *rawClient) read(method string) (*http.Response, string) {
-	r.t.Helper()
-	resp, err := http.ReadResponse(r.br, &http.Request{Method: method})
-	if err != nil {
-		r.t.Fatalf("read response: %v", err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		r.t.Fatalf("read body (%d): %v", resp.StatusCode, err)
-	}
-	return resp, string(b)
-}
-
-// closed reports whether the proxy closed the connection (EOF or reset
-// within 3s, with no further bytes).
-func (r *rawClient) closed() bool {
-	r.c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	defer r.c.SetReadDeadline(time.Now().Add(15 * time.Second))
-	b, err := r.br.ReadByte()
-	if err == nil {
-		r.t.Errorf("unexpected byte %q after the response", b)
-		return false
-	}
-	return !isTimeout(err)
-}
-
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
-}
 
 // countingOrigin is an httptest origin that counts connections and
 // requests.
@@ -120,8 +63,8 @@ func TestEngineKeepAliveBothSides(t *testing.T) {
 	for client := 0; client < 2; client++ {
 		c := dialRaw(t, p.Addr)
 		for i := 0; i < 5; i++ {
-			c.send("GET http://origin.test:%s/r%d HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port, i)
-			resp, body := c.read("GET")
+			c.Send("GET http://origin.test:%s/r%d HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port, i)
+			resp, body := c.Read("GET")
 			if resp.StatusCode != 200 || body != fmt.Sprintf("path /r%d", i) {
 				t.Fatalf("client %d request %d: %d %q", client, i, resp.StatusCode, body)
 			}
@@ -133,7 +76,7 @@ func TestEngineKeepAliveBothSides(t *testing.T) {
 	if n := o.conns.Load(); n != 1 {
 		t.Errorf("origin saw %d connections for 10 requests from 2 clients, want 1 (pooled)", n)
 	}
-	if n := p.origins.total(); n != 1 {
+	if n := p.origins.Idle(); n != 1 {
 		t.Errorf("%d idle origin connections pooled, want 1", n)
 	}
 }
@@ -150,13 +93,13 @@ func TestEnginePipelining(t *testing.T) {
 		}
 		fmt.Fprintf(&all, "%s http://origin.test:%s/p%d HTTP/1.1\r\nHost: origin.test\r\n\r\n", method, o.port, i)
 	}
-	c.send("%s", all.String()) // all four in one write
+	c.Send("%s", all.String()) // all four in one write
 	for i := 0; i < 4; i++ {
 		method := "GET"
 		if i == 2 {
 			method = "HEAD"
 		}
-		resp, body := c.read(method)
+		resp, body := c.Read(method)
 		want := fmt.Sprintf("path /p%d", i)
 		if method == "HEAD" {
 			want = ""
@@ -180,23 +123,23 @@ func TestEngineHTTP10(t *testing.T) {
 	p := startProxy(t, proxyConf{hosts: originHosts})
 	t.Run("close", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/a HTTP/1.0\r\n\r\n", o.port)
-		resp, body := c.read("GET")
+		c.Send("GET http://origin.test:%s/a HTTP/1.0\r\n\r\n", o.port)
+		resp, body := c.Read("GET")
 		if resp.StatusCode != 200 || body != "path /a" {
 			t.Fatalf("got %d %q", resp.StatusCode, body)
 		}
 		if v := resp.Header.Get("Connection"); v != "" {
 			t.Errorf("Connection: %q to an HTTP/1.0 client that did not ask for keep-alive", v)
 		}
-		if !c.closed() {
+		if !c.Closed() {
 			t.Error("connection of an HTTP/1.0 client left open")
 		}
 	})
 	t.Run("keep-alive", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
 		for i := 0; i < 3; i++ {
-			c.send("GET http://origin.test:%s/k%d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", o.port, i)
-			resp, body := c.read("GET")
+			c.Send("GET http://origin.test:%s/k%d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", o.port, i)
+			resp, body := c.Read("GET")
 			if resp.StatusCode != 200 || body != fmt.Sprintf("path /k%d", i) {
 				t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 			}
@@ -207,12 +150,12 @@ func TestEngineHTTP10(t *testing.T) {
 	})
 	t.Run("unknown-length", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", o.port)
-		resp, body := c.read("GET")
+		c.Send("GET http://origin.test:%s/stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", o.port)
+		resp, body := c.Read("GET")
 		if body != "part1,part2" || len(resp.TransferEncoding) != 0 {
 			t.Fatalf("got %q (transfer encoding %v): an HTTP/1.0 client cannot take chunked", body, resp.TransferEncoding)
 		}
-		if !c.closed() {
+		if !c.Closed() {
 			t.Error("a body without length to an HTTP/1.0 client must end with the connection")
 		}
 	})
@@ -228,22 +171,22 @@ func TestEngineConnectionClose(t *testing.T) {
 	p := startProxy(t, proxyConf{hosts: originHosts})
 	t.Run("client-closes", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/x HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n", o.port)
-		resp, _ := c.read("GET")
+		c.Send("GET http://origin.test:%s/x HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n", o.port)
+		resp, _ := c.Read("GET")
 		if !resp.Close {
 			t.Errorf("response lacks Connection: close (%v)", resp.Header)
 		}
-		if !c.closed() {
+		if !c.Closed() {
 			t.Error("connection left open after Connection: close")
 		}
-		waitFor(t, func() bool { return p.origins.total() == 1 })
+		waitFor(t, func() bool { return p.origins.Idle() == 1 })
 	})
 	t.Run("origin-closes", func(t *testing.T) {
 		before := o.conns.Load()
 		c := dialRaw(t, p.Addr)
 		for i := 0; i < 2; i++ {
-			c.send("GET http://origin.test:%s/origin-closes HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
-			resp, body := c.read("GET")
+			c.Send("GET http://origin.test:%s/origin-closes HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+			resp, body := c.Read("GET")
 			if resp.StatusCode != 200 || body != "path /origin-closes" || resp.Close {
 				t.Fatalf("request %d: %d %q close=%v: the origin's close is hop-by-hop", i, resp.StatusCode, body, resp.Close)
 			}
@@ -267,8 +210,8 @@ func TestEngineNoLength(t *testing.T) {
 	p := startProxy(t, proxyConf{hosts: originHosts})
 	c := dialRaw(t, p.Addr)
 	for i := 0; i < 2; i++ {
-		c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\n\r\n", port)
-		resp, body := c.read("GET")
+		c.Send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\n\r\n", port)
+		resp, body := c.Read("GET")
 		if body != "until the end" {
 			t.Fatalf("request %d: body %q", i, body)
 		}
@@ -305,8 +248,8 @@ func TestEngineBodylessResponses(t *testing.T) {
 		{"GET", "/304", 304, ""},
 		{"GET", "/doc", 200, "1234"},
 	} {
-		c.send("%s http://origin.test:%s%s HTTP/1.1\r\nHost: origin.test\r\n\r\n", tc.method, o.port, tc.path)
-		resp, body := c.read(tc.method)
+		c.Send("%s http://origin.test:%s%s HTTP/1.1\r\nHost: origin.test\r\n\r\n", tc.method, o.port, tc.path)
+		resp, body := c.Read(tc.method)
 		if resp.StatusCode != tc.code || resp.Header.Get("Content-Length") != tc.cl {
 			t.Fatalf("%s %s: %d Content-Length %q, want %d %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Length"), tc.code, tc.cl)
 		}
@@ -394,10 +337,10 @@ func TestEngineSmuggling(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialRaw(t, p.Addr)
-			c.send("%s", tc.raw)
-			resp, body := c.read("POST")
+			c.Send("%s", tc.raw)
+			resp, body := c.Read("POST")
 			wantProxyStatus(t, resp, body, tc.code, "http_request_error")
-			if !c.closed() {
+			if !c.Closed() {
 				t.Error("the connection stayed open after a framing error")
 			}
 		})
@@ -415,10 +358,10 @@ func TestEngineHeaderLimits(t *testing.T) {
 	o := newCountingOrigin(t, pathEcho)
 	t.Run("oversized-header", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nX-Big: %s\r\n\r\n", o.port, strings.Repeat("b", DefaultMaxHeaderBytes+2*headerSlack))
-		resp, body := c.read("GET")
+		c.Send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nX-Big: %s\r\n\r\n", o.port, strings.Repeat("b", DefaultMaxHeaderBytes+2*http1.HeaderSlack))
+		resp, body := c.Read("GET")
 		wantProxyStatus(t, resp, body, http.StatusRequestHeaderFieldsTooLarge, "http_request_header_section_size")
-		if !c.closed() {
+		if !c.Closed() {
 			t.Error("connection left open after 431")
 		}
 	})
@@ -426,8 +369,8 @@ func TestEngineHeaderLimits(t *testing.T) {
 		// A header line Go refuses is quoted in its error; with a
 		// credential in it, neither the answer nor the log repeats it.
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nProxy-Authorization Basic c2VjcmV0LXBhc3M=\r\n\r\n", o.port)
-		resp, body := c.read("GET")
+		c.Send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nProxy-Authorization Basic c2VjcmV0LXBhc3M=\r\n\r\n", o.port)
+		resp, body := c.Read("GET")
 		wantProxyStatus(t, resp, body, http.StatusBadRequest, "http_request_error")
 		waitFor(t, func() bool { return strings.Contains(p.Log.String(), "malformed request") })
 		for where, text := range map[string]string{"body": body, "Proxy-Status": resp.Header.Get("Proxy-Status"), "log": p.Log.String()} {
@@ -439,7 +382,7 @@ func TestEngineHeaderLimits(t *testing.T) {
 	t.Run("silent-client", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
 		start := time.Now()
-		if !c.closed() {
+		if !c.Closed() {
 			t.Fatal("a connection that never sent a byte was kept open")
 		}
 		if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
@@ -448,13 +391,13 @@ func TestEngineHeaderLimits(t *testing.T) {
 	})
 	t.Run("slow-second-header", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/one HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
-		if resp, _ := c.read("GET"); resp.StatusCode != 200 {
+		c.Send("GET http://origin.test:%s/one HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		if resp, _ := c.Read("GET"); resp.StatusCode != 200 {
 			t.Fatal(resp.Status)
 		}
-		c.send("GET http://origin.test:%s/two HTTP/1.1\r\n", o.port) // and nothing more
+		c.Send("GET http://origin.test:%s/two HTTP/1.1\r\n", o.port) // and nothing more
 		start := time.Now()
-		if !c.closed() {
+		if !c.Closed() {
 			t.Fatal("a half-sent header kept the connection open")
 		}
 		if d := time.Since(start); d > 2*time.Second {
@@ -463,10 +406,10 @@ func TestEngineHeaderLimits(t *testing.T) {
 	})
 	t.Run("client-idle", func(t *testing.T) {
 		c := dialRaw(t, p.Addr)
-		c.send("GET http://origin.test:%s/one HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
-		c.read("GET")
+		c.Send("GET http://origin.test:%s/one HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		c.Read("GET")
 		start := time.Now()
-		if !c.closed() {
+		if !c.Closed() {
 			t.Fatal("an idle keep-alive connection was kept past the idle timeout")
 		}
 		if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
@@ -494,13 +437,13 @@ func TestEngineClientGoneMidResponse(t *testing.T) {
 	})
 	p := startProxy(t, proxyConf{hosts: originHosts})
 	c := dialRaw(t, p.Addr)
-	c.send("GET http://origin.test:%s/stream HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
-	resp, err := http.ReadResponse(c.br, nil)
+	c.Send("GET http://origin.test:%s/stream HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+	resp, err := http.ReadResponse(c.BR, nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%v %v", resp, err)
 	}
 	io.ReadFull(resp.Body, make([]byte, 100<<10))
-	c.c.Close()
+	c.C.Close()
 	select {
 	case <-aborted:
 	case <-time.After(10 * time.Second):
@@ -512,8 +455,8 @@ func TestEngineClientGoneMidResponse(t *testing.T) {
 	}
 	// Still serving.
 	c2 := dialRaw(t, p.Addr)
-	c2.send("GET http://origin.test:%s/after HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
-	if resp, body := c2.read("GET"); resp.StatusCode != 200 || body != "path /after" {
+	c2.Send("GET http://origin.test:%s/after HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+	if resp, body := c2.Read("GET"); resp.StatusCode != 200 || body != "path /after" {
 		t.Errorf("after: %d %q", resp.StatusCode, body)
 	}
 }
@@ -533,8 +476,8 @@ func TestEngineOriginGoneMidResponse(t *testing.T) {
 			})
 			p := startProxy(t, proxyConf{hosts: originHosts})
 			c := dialRaw(t, p.Addr)
-			c.send("GET http://origin.test:%s/partial HTTP/1.1\r\nHost: origin.test\r\n\r\n", port)
-			resp, err := http.ReadResponse(c.br, nil)
+			c.Send("GET http://origin.test:%s/partial HTTP/1.1\r\nHost: origin.test\r\n\r\n", port)
+			resp, err := http.ReadResponse(c.BR, nil)
 			if err != nil || resp.StatusCode != 200 {
 				t.Fatalf("%v %v", resp, err)
 			}
@@ -545,7 +488,7 @@ func TestEngineOriginGoneMidResponse(t *testing.T) {
 			if string(b) != "only ten b" {
 				t.Errorf("body so far %q", b)
 			}
-			if !c.closed() {
+			if !c.Closed() {
 				t.Error("connection not aborted")
 			}
 			line := waitLogLine(t, p, "/partial")
@@ -572,16 +515,16 @@ func TestEngineExpectContinueSilentOrigin(t *testing.T) {
 	p := startProxy(t, proxyConf{hosts: originHosts})
 	c := dialRaw(t, p.Addr)
 	start := time.Now()
-	c.send("PUT http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", port)
-	resp, _ := c.read("PUT")
+	c.Send("PUT http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", port)
+	resp, _ := c.Read("PUT")
 	if resp.StatusCode != http.StatusContinue {
 		t.Fatalf("first answer %d, want 100", resp.StatusCode)
 	}
 	if d := time.Since(start); d < 500*time.Millisecond {
 		t.Errorf("100 Continue after %v: the origin never sent one, so egret should have waited for it", d)
 	}
-	c.send("hello")
-	resp, body := c.read("PUT")
+	c.Send("hello")
+	resp, body := c.Read("PUT")
 	if resp.StatusCode != 200 || body != "got hello" {
 		t.Errorf("got %d %q", resp.StatusCode, body)
 	}
@@ -678,11 +621,11 @@ func TestEngineRetriesDeadPooledConn(t *testing.T) {
 	c := dialRaw(t, p.Addr)
 	for i, method := range []string{"GET", "GET", "POST", "GET", "POST"} {
 		if method == "POST" {
-			c.send("POST http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nContent-Length: 4\r\n\r\nbody", port)
+			c.Send("POST http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\nContent-Length: 4\r\n\r\nbody", port)
 		} else {
-			c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\n\r\n", port)
+			c.Send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\n\r\n", port)
 		}
-		resp, body := c.read(method)
+		resp, body := c.Read(method)
 		if resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("request %d (%s): %d %q", i, method, resp.StatusCode, body)
 		}
@@ -701,8 +644,8 @@ func TestEngineRetireOnSetState(t *testing.T) {
 	p := startProxy(t, proxyConf{hosts: originHosts})
 	c := dialRaw(t, p.Addr)
 	get := func() {
-		c.send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
-		if resp, _ := c.read("GET"); resp.StatusCode != 200 {
+		c.Send("GET http://origin.test:%s/ HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		if resp, _ := c.Read("GET"); resp.StatusCode != 200 {
 			t.Fatal(resp.Status)
 		}
 	}
@@ -719,90 +662,6 @@ func TestEngineRetireOnSetState(t *testing.T) {
 	if n := o.conns.Load(); n != 2 {
 		t.Errorf("%d origin connections: the retired one was reused", n)
 	}
-}
-
-// fakeConn is a net.Conn that records Close.
-type fakeConn struct {
-	net.Conn
-	closed atomic.Bool
-}
-
-func (f *fakeConn) Close() error { f.closed.Store(true); return nil }
-
-func TestOriginPoolLimits(t *testing.T) {
-	pool := newOriginPool()
-	conn := func(k originKey) (*originConn, *fakeConn) {
-		fc := &fakeConn{}
-		return &originConn{conn: fc, raw: fc, key: k, gen: pool.gen.Load()}, fc
-	}
-	k := originKey{scheme: "http", addr: "a.test:80"}
-	t.Run("per-key", func(t *testing.T) {
-		var last *fakeConn
-		for i := 0; i <= originIdlePerKey; i++ {
-			oc, fc := conn(k)
-			pool.put(oc)
-			last = fc
-		}
-		if n := pool.idleCount(k); n != originIdlePerKey {
-			t.Errorf("%d idle for one key, want %d", n, originIdlePerKey)
-		}
-		if !last.closed.Load() {
-			t.Error("the connection over the per-key limit was not closed")
-		}
-	})
-	t.Run("total", func(t *testing.T) {
-		var closed int
-		for i := 0; i < originIdleTotal; i++ {
-			oc, fc := conn(originKey{scheme: "http", addr: "b" + strconv.Itoa(i) + ".test:80"})
-			pool.put(oc)
-			if fc.closed.Load() {
-				closed++
-			}
-		}
-		if n := pool.total(); n != originIdleTotal {
-			t.Errorf("%d idle in total, want %d", n, originIdleTotal)
-		}
-		if closed != originIdlePerKey {
-			t.Errorf("%d closed over the total limit, want %d", closed, originIdlePerKey)
-		}
-	})
-	t.Run("lifo-and-idle-timeout", func(t *testing.T) {
-		pool.retire()
-		old, oldc := conn(k)
-		fresh, _ := conn(k)
-		pool.put(old)
-		pool.put(fresh)
-		if got := pool.get(k, false); got != fresh {
-			t.Error("get did not return the most recently used connection")
-		}
-		pool.mu.Lock()
-		old.idleAt = time.Now().Add(-2 * originIdleTimeout)
-		pool.mu.Unlock()
-		if got := pool.get(k, false); got != nil || !oldc.closed.Load() {
-			t.Errorf("a connection idle past the timeout was handed out (%v) or not closed", got)
-		}
-	})
-	t.Run("sweep", func(t *testing.T) {
-		a, ac := conn(k)
-		pool.put(a)
-		pool.sweep(time.Now().Add(2 * originIdleTimeout))
-		if !ac.closed.Load() || pool.total() != 0 {
-			t.Error("sweep left an expired connection")
-		}
-	})
-	t.Run("retire", func(t *testing.T) {
-		a, ac := conn(k)
-		busy, bc := conn(k) // in use while the pool is retired
-		pool.put(a)
-		pool.retire()
-		if !ac.closed.Load() || pool.total() != 0 {
-			t.Fatal("retire left an idle connection open")
-		}
-		pool.put(busy)
-		if !bc.closed.Load() || pool.total() != 0 {
-			t.Error("a connection from before the retirement was pooled")
-		}
-	})
 }
 
 // TestEngineHTTPSOrigin: https:// URLs are forwarded over TLS to the
@@ -833,8 +692,8 @@ func TestEngineHTTPSOrigin(t *testing.T) {
 		rules: directRule("origin.test")}, func(o *Options) { o.OriginTLS = &tls.Config{RootCAs: roots} })
 	c := dialRaw(t, p.Addr)
 	for i := 0; i < 3; i++ {
-		c.send("GET https://origin.test:%s/d%d HTTP/1.1\r\nHost: origin.test\r\n\r\n", port, i)
-		resp, body := c.read("GET")
+		c.Send("GET https://origin.test:%s/d%d HTTP/1.1\r\nHost: origin.test\r\n\r\n", port, i)
+		resp, body := c.Read("GET")
 		if resp.StatusCode != 200 || body != fmt.Sprintf("tls origin.test /d%d", i) {
 			t.Fatalf("direct %d: %d %q", i, resp.StatusCode, body)
 		}
@@ -843,8 +702,8 @@ func TestEngineHTTPSOrigin(t *testing.T) {
 		t.Errorf("%d TLS connections for 3 direct requests, want 1", n)
 	}
 	for i := 0; i < 2; i++ {
-		c.send("GET https://partner.test:%s/u%d HTTP/1.1\r\nHost: partner.test\r\n\r\n", port, i)
-		resp, body := c.read("GET")
+		c.Send("GET https://partner.test:%s/u%d HTTP/1.1\r\nHost: partner.test\r\n\r\n", port, i)
+		resp, body := c.Read("GET")
 		if resp.StatusCode != 200 || body != fmt.Sprintf("tls partner.test /u%d", i) {
 			t.Fatalf("through squid %d: %d %q", i, resp.StatusCode, body)
 		}
@@ -854,8 +713,8 @@ func TestEngineHTTPSOrigin(t *testing.T) {
 	}
 	p.RetireConnections() // Squid logs a tunnel when it ends
 	sq.WaitLog(t, "CONNECT partner.test:"+port)
-	c.send("GET https://origin.test:%s/ HTTP/1.1\r\nHost: x\r\n\r\n", srvPortOther(t))
-	resp, body := c.read("GET")
+	c.Send("GET https://origin.test:%s/ HTTP/1.1\r\nHost: x\r\n\r\n", srvPortOther(t))
+	resp, body := c.Read("GET")
 	wantProxyStatus(t, resp, body, http.StatusBadGateway, "tls_certificate_error")
 }
 
@@ -889,8 +748,8 @@ func TestEngineMemberAbsoluteForm(t *testing.T) {
 	p := startProxy(t, proxyConf{members: []string{"http://u:p%40ss@127.0.0.1:" + member}})
 	c := dialRaw(t, p.Addr)
 	for i := 0; i < 3; i++ {
-		c.send("GET http://partner.test/m%d?q=1 HTTP/1.1\r\nHost: partner.test\r\nConnection: X-Hop\r\nX-Hop: secret\r\nProxy-Authorization: Basic Y2xpZW50\r\n\r\n", i)
-		resp, body := c.read("GET")
+		c.Send("GET http://partner.test/m%d?q=1 HTTP/1.1\r\nHost: partner.test\r\nConnection: X-Hop\r\nX-Hop: secret\r\nProxy-Authorization: Basic Y2xpZW50\r\n\r\n", i)
+		resp, body := c.Read("GET")
 		if resp.StatusCode != 200 || body != "member" {
 			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 		}
@@ -917,10 +776,10 @@ func TestEngineShutdown(t *testing.T) {
 	})
 	p := startProxy(t, proxyConf{hosts: originHosts})
 	idle := dialRaw(t, p.Addr)
-	idle.send("GET http://origin.test:%s/idle HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
-	idle.read("GET")
+	idle.Send("GET http://origin.test:%s/idle HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+	idle.Read("GET")
 	busy := dialRaw(t, p.Addr)
-	busy.send("GET http://origin.test:%s/slow HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+	busy.Send("GET http://origin.test:%s/slow HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
 	waitFor(t, func() bool { return o.reqs.Load() == 2 })
 	done := make(chan error, 1)
 	go func() {
@@ -928,7 +787,7 @@ func TestEngineShutdown(t *testing.T) {
 		defer cancel()
 		done <- p.Shutdown(ctx)
 	}()
-	if !idle.closed() {
+	if !idle.Closed() {
 		t.Error("an idle keep-alive connection was not closed by Shutdown")
 	}
 	select {
@@ -937,11 +796,11 @@ func TestEngineShutdown(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
-	resp, body := busy.read("GET")
+	resp, body := busy.Read("GET")
 	if resp.StatusCode != 200 || body != "path /slow" || !resp.Close {
 		t.Errorf("request in flight: %d %q close=%v", resp.StatusCode, body, resp.Close)
 	}
-	if !busy.closed() {
+	if !busy.Closed() {
 		t.Error("connection kept open during shutdown")
 	}
 	if err := <-done; err != nil {
@@ -974,4 +833,107 @@ func waitLogLine(t *testing.T, p *testProxy, path string) map[string]any {
 // directRule routes host (and its subdomains) direct.
 func directRule(host string) []route.Rule {
 	return []route.Rule{{Match: route.Match{Suffixes: []route.Suffix{{Domain: host, Apex: true}}}, Action: route.Direct, Source: "test"}}
+}
+
+// TestEngineConnectionNamesFraming: a Connection token that names a
+// framing field (issue 11: request smuggling through Connection) changes
+// neither the request egret sends nor the response it passes on. The
+// origin is a real net/http server on a pooled connection: the attacker's
+// body stays a body, and the next client's request is its own.
+func TestEngineConnectionNamesFraming(t *testing.T) {
+	type seen struct{ path, body string }
+	got := make(chan seen, 16)
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.URL.Path, string(b)}
+		if r.URL.Path == "/resp" {
+			// A response that names its own length hop-by-hop, with a
+			// fake second response in its body.
+			w.Header().Set("Connection", "Content-Length")
+			body := "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake"
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			io.WriteString(w, body)
+			return
+		}
+		io.WriteString(w, "answer "+r.URL.Path)
+	})
+	p := startProxy(t, proxyConf{hosts: originHosts})
+	smuggled := "GET /smuggled HTTP/1.1\r\nHost: origin.test\r\n\r\n"
+	for _, conn := range []string{"Content-Length", "keep-alive, content-length", "CONTENT-LENGTH", "Host, Content-Length, Transfer-Encoding"} {
+		t.Run(strings.ReplaceAll(strings.ToLower(conn), ", ", "-"), func(t *testing.T) {
+			a := dialRaw(t, p.Addr)
+			a.Send("POST http://origin.test:%s/attack HTTP/1.1\r\nHost: origin.test\r\nConnection: %s\r\nContent-Length: %d\r\n\r\n%s", o.port, conn, len(smuggled), smuggled)
+			resp, body := a.Read("POST")
+			if resp.StatusCode != 200 || body != "answer /attack" {
+				t.Fatalf("attacker: %d %q", resp.StatusCode, body)
+			}
+			if s := <-got; s.path != "/attack" || s.body != smuggled {
+				t.Fatalf("origin got %q with body %q, want /attack with the smuggled text as its body", s.path, s.body)
+			}
+			v := dialRaw(t, p.Addr)
+			v.Send("GET http://origin.test:%s/victim HTTP/1.1\r\nHost: origin.test\r\nAuthorization: secret\r\n\r\n", o.port)
+			resp, body = v.Read("GET")
+			if resp.StatusCode != 200 || body != "answer /victim" {
+				t.Fatalf("victim: %d %q", resp.StatusCode, body)
+			}
+			if s := <-got; s.path != "/victim" {
+				t.Fatalf("origin's next request is %q, want /victim", s.path)
+			}
+		})
+	}
+	t.Run("response", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		c.Send("GET http://origin.test:%s/resp HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		resp, body := c.Read("GET")
+		if resp.ContentLength < 0 || !strings.HasSuffix(body, "fake") {
+			t.Fatalf("response unframed or cut: length %d, body %q", resp.ContentLength, body)
+		}
+		<-got
+		c.Send("GET http://origin.test:%s/next HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		resp, body = c.Read("GET")
+		if body != "answer /next" {
+			t.Fatalf("the next answer on the connection is %q, want the origin's own", body)
+		}
+		<-got
+	})
+	if strings.Contains(p.Log.String(), "/smuggled") {
+		t.Errorf("a smuggled request was logged:\n%s", p.Log.String())
+	}
+}
+
+// TestEngineStalledClients: a client that stops sending its body, or stops
+// reading a long answer, is cut off after the client idle timeout; what
+// it held (the origin connection, the goroutines) is let go (issue 11).
+func TestEngineStalledClients(t *testing.T) {
+	big := strings.Repeat("x", 32<<20)
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			io.WriteString(w, big)
+			return
+		}
+		io.ReadAll(r.Body)
+	})
+	p := startProxy(t, proxyConf{hosts: originHosts, timeouts: Timeouts{ClientIdle: 300 * time.Millisecond}})
+	t.Run("body", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		start := time.Now()
+		c.Send("POST http://origin.test:%s/upload HTTP/1.1\r\nHost: origin.test\r\nContent-Length: 100000\r\n\r\n%s", o.port, strings.Repeat("y", 40000))
+		resp, body := c.Read("POST")
+		wantProxyStatus(t, resp, body, http.StatusRequestTimeout, "http_request_error")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the stalled body was cut after %v", d)
+		}
+		if !c.Closed() {
+			t.Error("the connection stayed open")
+		}
+	})
+	t.Run("response", func(t *testing.T) {
+		c := dialRaw(t, p.Addr)
+		c.Send("GET http://origin.test:%s/big HTTP/1.1\r\nHost: origin.test\r\n\r\n", o.port)
+		// Read nothing: the answer fills the socket buffers and stops.
+		waitFor(t, func() bool { return strings.Contains(p.Log.String(), `"url":"http://origin.test:`+o.port+`/big"`) })
+		if !strings.Contains(p.Log.String(), "client went away") {
+			t.Errorf("the stalled reader was not cut off:\n%s", p.Log.String())
+		}
+	})
 }

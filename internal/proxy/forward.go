@@ -1,82 +1,74 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"os"
-	"runtime"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
-
-	"egret.io/egret/internal/credentials"
+	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
-	"egret.io/egret/internal/relay"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/upstream"
 )
 
-// Forwarding limits, as net/http's Transport had them.
-const (
-	maxResponseHeaderBytes = 256 << 10
-	expectContinueTimeout  = time.Second
-	tlsHandshakeTimeout    = 10 * time.Second
-	max1xxResponses        = 5
-)
+// The forwarding policy of absolute-URI requests: where a request goes
+// (directly, or through the members of a pool in the order Pool.Do gives),
+// when it may be sent again (a reused connection that was closed, another
+// member), and what the client is answered. The wire — framing, heads,
+// bodies, 1xx, the idle connections — is internal/http1's.
 
-// bodyKind is how a request's body is framed.
-type bodyKind uint8
+// tlsHandshakeTimeout bounds TLS to an https origin of a forwarded URL.
+const tlsHandshakeTimeout = 10 * time.Second
 
-const (
-	bodyNone    bodyKind = iota
-	bodyLength           // Content-Length bytes
-	bodyChunked          // chunked transfer coding
-)
+// originKey says which requests a connection may carry, like
+// http.Transport's connectMethodKey.
+type originKey struct {
+	// member is the upstream the connection goes through; nil when direct.
+	member *upstream.Member
+	// scheme is "http" or "https" for a connection that speaks to the
+	// origin (direct, or tunnelled through the member), "" for one that
+	// speaks to an http(s) member in absolute form, for any origin.
+	scheme string
+	// addr is the origin's host:port; "" with scheme "".
+	addr string
+}
 
-// exchange is one forwarded request: the client's request, the attempts to
-// send it, and the response streamed back. A client connection reuses one.
+// originPool is the proxy's pool of idle connections to origins and
+// members.
+type originPool = http1.Pool[originKey]
+
+// exchange is one forwarded request: the message on its way (http1), the
+// attempts to send it, and the response streamed back. A client connection
+// reuses one.
 type exchange struct {
+	http1.Forward
 	cc         *clientConn
-	req        *http.Request
+	ctx        context.Context // the request's: cancelled when its client leaves while it waits
 	ev         event
 	st         *State
 	dest       route.Dest
 	scheme     string
 	idempotent bool
 
-	body    bodyKind
-	cl      int64  // the Content-Length body's size
-	expect  bool   // the client waits for 100 Continue before its body
-	upgrade string // the protocol the client asks to switch to
-	te      bool   // the client accepts trailers
-
-	// started is set once bytes of the body were taken from the client:
-	// the request cannot be sent again. An inline body (small, already
-	// buffered) stays in the client's reader until an answer is chosen.
-	started   bool
-	inline    bool
-	skipped   bool // the origin answered before asking for the body
-	continued bool // 100 Continue was sent to the client
-	copier    *bodyCopier
-
-	oc      *originConn
-	gotByte bool   // the current attempt received bytes of a response
-	release func() // the member's request count
+	cred    *upstream.Credential // for a tunnel through the member being tried
+	oc      *http1.Conn          // the connection of the current attempt
+	key     originKey            // its key
+	release func()               // the member's request count
 	// breaker is set while the destination's breaker awaits the outcome:
 	// it is told before the client is answered, so the client's next
 	// request already meets the breaker's new state.
 	breaker bool
+	// writeDeadline is set once the response copy put a write deadline on
+	// the client connection; respond clears it.
+	writeDeadline bool
+	lenBuf        [32]byte
 }
 
 // reportDest tells the destination's breaker the outcome, once.
@@ -92,12 +84,9 @@ func (x *exchange) reportDest(err error) {
 func (cc *clientConn) forward(req *http.Request) bool {
 	s := cc.s
 	x := &cc.x
-	*x = exchange{cc: cc, req: req}
+	*x = exchange{cc: cc}
 	ev := &x.ev
-	*ev = event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: req.URL.Host, start: time.Now()}
-	if e := s.admitClient(ev); e != nil {
-		return cc.fail(req, ev, e, false)
-	}
+	*ev = event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: scrubHost(req.URL.Host), start: time.Now()}
 	var defPort uint16
 	switch x.scheme = req.URL.Scheme; x.scheme {
 	case "http":
@@ -105,33 +94,40 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	case "https":
 		defPort = 443
 	default:
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + x.scheme + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"}, false)
+		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "unsupported URL scheme " + proxystatus.Scrub(strconv.Quote(x.scheme)) + ": egret forwards http:// and https:// URLs, and tunnels anything with CONNECT"}, false)
 	}
-	dest, err := route.ParseDest(req.URL.Host, defPort)
-	if err != nil {
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request URL: " + err.Error()}, false)
-	}
-	x.dest = dest
-	ev.dest = dest.String()
 	if s.alog != nil {
-		ev.url = x.scheme + "://" + req.URL.Host + req.URL.EscapedPath() // no query: it may hold tokens
+		ev.url = x.scheme + "://" + scrubHost(req.URL.Host) + req.URL.EscapedPath() // no query: it may hold tokens
 	}
-	if s.loop(req.Header) {
-		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via}, false)
-	}
-	x.st = s.state.Load()
-	ev.dec, ev.decided = s.Route(s.ctx, x.st, dest), true
-	if ev.dec.Action == route.Deny {
-		return cc.fail(req, ev, denied(dest, ev.dec), false)
-	}
-	x.breaker, err = s.admitDest(dest, false, &ev.release)
-	if err != nil {
-		return cc.fail(req, ev, proxystatus.From(err), false)
-	}
-	if e := x.prepare(); e != nil {
+	a, e := s.admit(s.ctx, ev, &target{hostport: req.URL.Host, defPort: defPort, via: req.Header["Via"]})
+	if e != nil {
 		return cc.fail(req, ev, e, false)
 	}
+	x.st, x.dest, x.breaker = a.st, a.dest, a.breaker
+	x.idempotent = http1.Idempotent(req)
+	if e := x.Prepare(req); e != nil {
+		return cc.fail(req, ev, e, false)
+	}
+	x.Client = http1.Client{Conn: cc.c, R: cc.r.Buf(), W: cc.bw}
+	x.BodyIdle = positive(s.opts.Timeouts.ClientIdle)
+	x.HeaderTimeout = positive(s.opts.Timeouts.ResponseHeader)
+	// While a request without a body waits on the far side, its client is
+	// watched: one that leaves cancels the wait. (A body's copy reads the
+	// client itself.)
+	x.ctx = s.ctx
+	var stop func() ([]byte, bool)
+	if x.Framing.Kind == http1.BodyNone {
+		x.ctx, stop = watchClient(s.ctx, cc.c, cc.peek, x.Interrupt)
+	}
 	resp, err := x.roundTrip()
+	if stop != nil {
+		if _, gone := stop(); gone {
+			// Nobody waits for the answer; the origin connection may
+			// hold an interrupted read.
+			resp, err = nil, clientGone(http1.ErrClientLeft)
+			x.dropOrigin()
+		}
+	}
 	var keep bool
 	var destErr error
 	if err != nil {
@@ -146,6 +142,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 		x.release()
 	}
 	x.reportDest(destErr)
+	ev.up = x.Up()
 	if cc.handedOff {
 		return false // a tunnel now; it logs when it ends
 	}
@@ -154,49 +151,13 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	return keep
 }
 
-// prepare readies the request header for the next hop: hop-by-hop fields
-// out (RFC 9110 section 7.6.1), and notes the body, the expectation, the
-// upgrade and trailers.
-func (x *exchange) prepare() *proxystatus.Error {
-	req := x.req
-	h := req.Header
-	x.idempotent = isIdempotent(req)
-	switch {
-	case len(req.TransferEncoding) > 0:
-		x.body = bodyChunked
-	case req.ContentLength > 0:
-		x.body, x.cl = bodyLength, req.ContentLength
-	}
-	if httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") {
-		x.upgrade = h.Get("Upgrade")
-		if !printable(x.upgrade) {
-			return &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "invalid Upgrade protocol"}
-		}
-		if x.body != bodyNone {
-			x.upgrade = "" // a request with a body is not switched over
-		}
-	}
-	x.te = httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
-	if _, ok := h["Expect"]; ok {
-		// readRequest let only 100-continue through. It is honoured for
-		// an HTTP/1.1 client that has a body to send, and dropped
-		// otherwise (RFC 9110 section 10.1.1).
-		if req.ProtoAtLeast(1, 1) && x.body != bodyNone {
-			x.expect = true
-		} else {
-			delete(h, "Expect")
-		}
-	}
-	removeHopByHop(h)
-	return nil
-}
-
 // roundTrip sends the request directly or through the members of its pool
-// in turn and returns the final response (its header read, 1xx answers
-// passed on). A failing member is skipped only while the body can still
-// be sent again, so a request is never sent twice: failures before the
-// request reached the origin (the member could not be reached, or refused
-// it with 407/403) move on for any method; other failures (timeouts, a
+// (Pool.Do: candidates, failover, credential fallback, health) and returns
+// the final response, its header read and 1xx answers passed on. Another
+// member, or the previous credential, is tried only while the body can
+// still be sent again, so a request is never sent twice: failures before
+// the request reached the origin (the member could not be reached, or
+// refused it with 407/403) move on for any method; others (timeouts, a
 // member's 5xx) only for idempotent requests.
 func (x *exchange) roundTrip() (*http.Response, error) {
 	if x.ev.dec.Action != route.Upstream {
@@ -211,113 +172,68 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	if p == nil {
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", x.ev.dec.Pool)}
 	}
-	var buf [8]*upstream.Member
-	now := time.Now()
-	cands := p.AppendCandidates(buf[:0], x.dest.Host, now)
-	if len(cands) == 0 {
-		m := p.LastResort(now)
-		if m == nil {
-			err := p.Unavailable()
-			s.countUpstreamErr(p.Name, err)
-			return nil, err
-		}
-		cands = append(cands, m)
-	}
-	var last error
-	for i, m := range cands {
-		more := i < len(cands)-1
+	again := func(err error) bool { return !x.Started() && (x.idempotent || notSent(err)) }
+	var resp *http.Response
+	_, err := p.Do(x.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *upstream.Credential, more bool) (int, error) {
 		x.ev.member = m.Name
 		start := time.Now()
-		resp, err := x.tryMember(p, m, more && x.idempotent)
+		r, code, err := x.tryMember(p, m, cred, more && x.idempotent)
 		if err == nil {
-			x.ev.connect = time.Since(start)
-			return resp, nil
+			x.ev.connect, resp = time.Since(start), r
 		}
-		last = err
-		retry := p.Failed(m, err)
-		if !retry || !more || x.started || !(x.idempotent || notSent(err)) {
-			break
+		return code, err
+	})
+	if err != nil {
+		if pe := proxystatus.From(err); pe.Type == proxystatus.PoolUnavailable {
+			s.countUpstreamErr(p.Name, err)
 		}
+		return nil, err
 	}
-	return nil, last
+	return resp, nil
 }
 
-// tryMember sends the request through m. Through an http(s) member a
-// plain-HTTP request goes in absolute form with the member's credential; a
-// 407 to the current credential is tried again with the previous one while
-// a rotation is pending. An https:// request, and any request through a
-// socks5 member, goes through a tunnel to the origin (Pool.TryMember makes
-// it, and reports the member's health itself). A refusal the member wrote
-// itself (403 or 5xx with Squid's X-Squid-Error) is turned into an error
-// when failover may follow (mayRetry), and otherwise passed on to the
-// client as it is.
-func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, mayRetry bool) (*http.Response, error) {
+// tryMember sends the request through m with cred, once (Pool.Do owns
+// the failover and the credential fallback). Through an http(s) member a
+// plain-HTTP request goes in absolute form with cred in
+// Proxy-Authorization; an https:// request, and any request through a
+// socks5 member, goes through a tunnel to the origin opened with cred. It
+// returns the member's status code (0 when it did not answer). A 407 is an
+// error; so is a refusal the member wrote itself (403 or 5xx with Squid's
+// X-Squid-Error) when failover may follow (mayRetry), which otherwise goes
+// to the client as it is. A member that took the request and sent no
+// response header in time is a *upstream.Silence.
+func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *upstream.Credential, mayRetry bool) (*http.Response, int, error) {
 	release := m.Acquire()
+	var resp *http.Response
+	var err error
 	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 {
-		resp, err := x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
-		if err != nil {
-			release()
-			return nil, originErr(err, m)
-		}
-		x.release = release
-		return resp, nil
-	}
-	cred := m.Credential()
-	resp, err := x.memberRoundTrip(p, m, authOf(cred))
-	if code := refusalCode(err); code == http.StatusProxyAuthRequired && m.Credentials() != nil && !x.started {
-		if fb := m.Credentials().Fallback(); fb != nil {
-			resp, err = x.memberRoundTrip(p, m, fb.AuthHeader())
-			if err == nil {
-				cred = nil // confirm nothing: the new credential was refused
-				if ev := p.Events; ev != nil && ev.Fallback != nil {
-					ev.Fallback(p.Name, m)
-				}
-			}
+		x.cred = cred
+		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
+	} else {
+		resp, err = x.attempt(originKey{member: m}, p, upstream.AuthHeader(cred))
+		if err == nil && resp.StatusCode == http.StatusProxyAuthRequired {
+			err, resp = upstream.RefusalError(m.Name, resp), nil
+			x.dropOrigin()
 		}
 	}
 	if err != nil {
 		release()
-		return nil, err
+		err = originErr(err, m)
+		if pe := proxystatus.From(err); pe.Type == proxystatus.ConnectionReadTimeout && !x.GotByte() && refusalCode(err) == 0 {
+			out := *pe
+			out.Upstream = m.Name
+			err = &upstream.Silence{Err: &out}
+		}
+		return nil, refusalCode(err), err
 	}
-	if mayRetry && !x.started && memberWrote(resp) {
+	if mayRetry && !x.Started() && memberWrote(resp) {
 		rerr := upstream.RefusalError(m.Name, resp)
 		x.dropOrigin()
 		release()
-		return nil, rerr
+		return nil, resp.StatusCode, rerr
 	}
-	p.Succeeded(m, cred)
 	x.release = release
-	return resp, nil
-}
-
-// authOf is the Proxy-Authorization value for c, "" for none.
-func authOf(c *credentials.Credential) string {
-	if c == nil {
-		return ""
-	}
-	return c.AuthHeader()
-}
-
-// memberRoundTrip makes one attempt through an http(s) member and reports
-// it to the pool's events; a 407 is returned as an error.
-func (x *exchange) memberRoundTrip(p *upstream.Pool, m *upstream.Member, auth string) (*http.Response, error) {
-	resp, err := x.attempt(originKey{member: m}, p, auth)
-	code := 0
-	if err == nil {
-		code = resp.StatusCode
-		if code == http.StatusProxyAuthRequired {
-			err = upstream.RefusalError(m.Name, resp)
-			resp = nil
-			x.dropOrigin()
-		}
-	} else {
-		err = originErr(err, m)
-		code = refusalCode(err)
-	}
-	if ev := p.Events; ev != nil && ev.Attempt != nil {
-		ev.Attempt(p.Name, m, code, err)
-	}
-	return resp, err
+	return resp, resp.StatusCode, nil
 }
 
 // attempt sends the request on a pooled connection for key, or a new one.
@@ -326,32 +242,39 @@ func (x *exchange) memberRoundTrip(p *upstream.Pool, m *upstream.Member, auth st
 // request did not reach the origin (writing it failed), or it is
 // idempotent, and its body can still be sent.
 func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.Response, error) {
-	pool := x.cc.s.origins
+	s := x.cc.s
+	pool := s.origins
+	head := http1.RequestHead{Scheme: x.scheme, Host: x.Req.URL.Host, Absolute: key.member != nil && key.scheme == "",
+		Via: s.via(x.Req.ProtoMajor, x.Req.ProtoMinor), Auth: auth}
 	for try := 0; ; try++ {
-		var oc *originConn
+		var oc *http1.Conn
 		if try == 0 {
-			oc = pool.get(key, !x.idempotent)
+			oc = pool.Get(key, !x.idempotent)
 		}
 		if oc == nil {
 			var err error
-			if oc, err = x.dial(key, p, pool.gen.Load()); err != nil {
+			if oc, err = x.dial(key, p, pool.Gen()); err != nil {
 				return nil, err
 			}
 		}
-		resp, err := x.send(oc, key.member != nil && key.scheme == "", auth)
+		x.oc, x.key = oc, key
+		resp, err := x.Send(x.ctx, oc, &head)
 		if err == nil {
 			return resp, nil
 		}
 		x.dropOrigin()
-		var we *sendWriteError
-		if isClientGone(err) {
-			return nil, err
+		var ce *http1.ClientError
+		if errors.As(err, &ce) {
+			return nil, clientGone(ce.Err)
 		}
-		if oc.reused && !x.gotByte && !x.started && try == 0 && (x.idempotent || errors.As(err, &we)) {
+		// A reused connection the other side had closed fails at once; a
+		// timeout is no such thing, and is not waited out twice.
+		var we *http1.WriteError
+		if oc.Reused && !x.GotByte() && !x.Started() && try == 0 && (x.idempotent || errors.As(err, &we)) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
 		if errors.As(err, &we) {
-			err = we.err
+			err = we.Err
 		}
 		return nil, err
 	}
@@ -359,29 +282,25 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 
 // dial connects for key: to the origin directly, to an http(s) member, or
 // to the origin through a member's tunnel; TLS to an https origin.
-func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originConn, error) {
+func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*http1.Conn, error) {
 	s := x.cc.s
 	switch {
 	case key.member == nil:
-		c, err := s.dialDirect(s.ctx, x.dest, x.ev.dec.Addrs)
+		c, err := s.dialDirect(x.ctx, x.st, x.dest, x.ev.dec)
 		if err != nil {
 			return nil, err
 		}
-		return x.originTLS(c, c, key, gen)
+		return x.originTLS(c, c, gen)
 	case key.scheme == "":
-		timeout := p.ConnectTimeout
-		if timeout <= 0 {
-			timeout = upstream.DefaultConnectTimeout
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		ctx, cancel := context.WithTimeout(x.ctx, p.Timeout())
 		defer cancel()
 		c, err := p.DialMember(ctx, key.member)
 		if err != nil {
 			return nil, err
 		}
-		return newOriginConn(c, rawConn(c), key, gen), nil
+		return http1.NewConn(c, rawConn(c), gen), nil
 	}
-	t, err := p.TryMember(s.ctx, key.member, key.addr)
+	t, _, err := p.OpenTunnel(x.ctx, key.member, key.addr, x.cred)
 	if err != nil {
 		return nil, err
 	}
@@ -389,13 +308,13 @@ func (x *exchange) dial(key originKey, p *upstream.Pool, gen uint64) (*originCon
 	if len(t.Prefix) > 0 {
 		c = &prefixConn{Conn: c, prefix: t.Prefix}
 	}
-	return x.originTLS(c, rawConn(t.Conn), key, gen)
+	return x.originTLS(c, rawConn(t.Conn), gen)
 }
 
 // originTLS makes c an origin connection, with TLS for an https origin.
-func (x *exchange) originTLS(c, raw net.Conn, key originKey, gen uint64) (*originConn, error) {
+func (x *exchange) originTLS(c, raw net.Conn, gen uint64) (*http1.Conn, error) {
 	if x.scheme != "https" {
-		return newOriginConn(c, raw, key, gen), nil
+		return http1.NewConn(c, raw, gen), nil
 	}
 	s := x.cc.s
 	cfg := &tls.Config{}
@@ -406,7 +325,7 @@ func (x *exchange) originTLS(c, raw net.Conn, key originKey, gen uint64) (*origi
 		cfg.ServerName = x.dest.Host
 	}
 	tc := tls.Client(c, cfg)
-	ctx, cancel := context.WithTimeout(s.ctx, tlsHandshakeTimeout)
+	ctx, cancel := context.WithTimeout(x.ctx, tlsHandshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
@@ -417,7 +336,7 @@ func (x *exchange) originTLS(c, raw net.Conn, key originKey, gen uint64) (*origi
 		}
 		return nil, &proxystatus.Error{Type: t, Detail: "TLS to " + x.ev.dest + ": " + err.Error(), Err: err}
 	}
-	return newOriginConn(tc, raw, key, gen), nil
+	return http1.NewConn(tc, raw, gen), nil
 }
 
 // rawConn returns the socket beneath a TLS connection.
@@ -428,500 +347,13 @@ func rawConn(c net.Conn) net.Conn {
 	return c
 }
 
-// sendWriteError is a failure to write the request: it cannot have been
-// served.
-type sendWriteError struct{ err error }
-
-func (e *sendWriteError) Error() string { return e.err.Error() }
-func (e *sendWriteError) Unwrap() error { return e.err }
-
-// send writes the request on oc and reads the response header, passing
-// 1xx answers on. A small body that has fully arrived goes with the
-// header; a larger one is copied by its own goroutine (bodyCopier) while
-// the response is read, so both can stream at once. With Expect:
-// 100-continue the body waits for the origin's 100 (passed on to the
-// client), or for a second without an answer.
-func (x *exchange) send(oc *originConn, absolute bool, auth string) (*http.Response, error) {
-	cc := x.cc
-	x.oc, x.gotByte, x.skipped = oc, false, false
-	start := oc.lr.n
-	x.writeHeader(oc.bw, absolute, auth)
-	wait := false
-	switch {
-	case x.body == bodyNone:
-	case x.expect:
-		wait = !x.continued
-	case x.body == bodyLength && x.cl <= int64(cc.br.Buffered()):
-		p, _ := cc.br.Peek(int(x.cl))
-		oc.bw.Write(p)
-		x.inline = true
-	}
-	if err := oc.bw.Flush(); err != nil {
-		return nil, &sendWriteError{err}
-	}
-	if x.body != bodyNone && !x.inline && !wait {
-		x.startCopier()
-	}
-	hdrTimeout := cc.s.opts.Timeouts.ResponseHeader
-	for n1xx := 0; ; {
-		if wait {
-			oc.conn.SetReadDeadline(time.Now().Add(expectContinueTimeout))
-			_, err := oc.br.Peek(1)
-			oc.conn.SetReadDeadline(time.Time{})
-			if err != nil && oc.lr.n == start && errors.Is(err, os.ErrDeadlineExceeded) {
-				// No answer: the origin does not do 100-continue. Let the
-				// client send its body.
-				wait = false
-				if err := x.continueClient(); err != nil {
-					return nil, err
-				}
-				x.startCopier()
-				continue
-			}
-			if err != nil {
-				x.gotByte = oc.lr.n > start
-				return nil, err
-			}
-		}
-		if hdrTimeout > 0 {
-			oc.conn.SetReadDeadline(time.Now().Add(hdrTimeout))
-		}
-		oc.lr.limit(maxResponseHeaderBytes)
-		resp, err := http.ReadResponse(oc.br, x.req)
-		oc.lr.unlimit()
-		x.gotByte = oc.lr.n > start
-		if hdrTimeout > 0 {
-			oc.conn.SetReadDeadline(time.Time{})
-		}
-		if err != nil {
-			switch {
-			case oc.lr.hit:
-				return nil, &proxystatus.Error{Type: proxystatus.HTTPResponseHeaderSize, Detail: "response header section larger than " + strconv.Itoa(maxResponseHeaderBytes) + " bytes"}
-			case hdrTimeout > 0 && errors.Is(err, os.ErrDeadlineExceeded):
-				return nil, &proxystatus.Error{Type: proxystatus.ConnectionReadTimeout, Detail: "no response header within " + hdrTimeout.String(), Err: err}
-			}
-			return nil, err
-		}
-		code := resp.StatusCode
-		if code < 100 || code >= 200 || code == http.StatusSwitchingProtocols {
-			x.skipped = wait
-			return resp, nil
-		}
-		if n1xx++; n1xx > max1xxResponses {
-			return nil, &proxystatus.Error{Type: proxystatus.HTTPProtocolError, Detail: "too many 1xx responses"}
-		}
-		if code == http.StatusContinue {
-			if wait {
-				wait = false
-				if err := x.continueClient(); err != nil {
-					return nil, err
-				}
-				x.startCopier()
-			}
-			continue // an unasked-for 100 is dropped
-		}
-		if x.req.ProtoAtLeast(1, 1) {
-			if err := x.write1xx(resp); err != nil {
-				return nil, err
-			}
-		}
-	}
-}
-
-// writeHeader writes the request line and header for the next hop:
-// origin form to an origin, absolute form (with the member's credential)
-// to an http(s) member.
-func (x *exchange) writeHeader(bw interface {
-	io.Writer
-	io.StringWriter
-	io.ByteWriter
-}, absolute bool, auth string) {
-	req := x.req
-	s := x.cc.s
-	bw.WriteString(req.Method)
-	bw.WriteByte(' ')
-	if absolute {
-		bw.WriteString(x.scheme)
-		bw.WriteString("://")
-		bw.WriteString(req.URL.Host)
-	}
-	bw.WriteString(req.URL.RequestURI())
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(req.URL.Host)
-	bw.WriteString("\r\n")
-	req.Header.Write(bw)
-	bw.WriteString("Via: ")
-	bw.WriteString(s.via(req.ProtoMajor, req.ProtoMinor))
-	bw.WriteString("\r\n")
-	if x.body == bodyChunked {
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
-		if len(req.Trailer) > 0 {
-			writeTrailerNames(bw, req.Trailer)
-		}
-	}
-	if x.te {
-		bw.WriteString("Te: trailers\r\n")
-	}
-	if x.upgrade != "" {
-		bw.WriteString("Connection: Upgrade\r\nUpgrade: ")
-		bw.WriteString(x.upgrade)
-		bw.WriteString("\r\n")
-	}
-	if auth != "" {
-		bw.WriteString("Proxy-Authorization: ")
-		bw.WriteString(auth)
-		bw.WriteString("\r\n")
-	}
-	bw.WriteString("\r\n")
-}
-
-// writeTrailerNames announces trailer fields.
-func writeTrailerNames(w io.StringWriter, t http.Header) {
-	w.WriteString("Trailer: ")
-	first := true
-	for k := range t {
-		if !first {
-			w.WriteString(", ")
-		}
-		first = false
-		w.WriteString(k)
-	}
-	w.WriteString("\r\n")
-}
-
-// writeTrailers writes the trailer section of a chunked message (after
-// its last chunk) and its final empty line.
-func writeTrailers(w io.StringWriter, t http.Header) {
-	for k, vv := range t {
-		if isHopByHop(k) || k == "Content-Length" || k == "Host" {
-			continue
-		}
-		for _, v := range vv {
-			w.WriteString(k)
-			w.WriteString(": ")
-			w.WriteString(v)
-			w.WriteString("\r\n")
-		}
-	}
-	w.WriteString("\r\n")
-}
-
-// continueClient tells the client to send its body.
-func (x *exchange) continueClient() error {
-	x.continued = true
-	bw := x.cc.bw
-	bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-	if err := bw.Flush(); err != nil {
-		return clientGone(err)
-	}
-	return nil
-}
-
-// writeResponseHead writes resp's status line and its header without the
-// hop-by-hop fields (and without the blank line that ends the header).
-func writeResponseHead(bw *bufio.Writer, resp *http.Response) {
-	bw.WriteString("HTTP/1.1 ")
-	bw.WriteString(statusText(resp))
-	bw.WriteString("\r\n")
-	removeHopByHop(resp.Header)
-	resp.Header.Write(bw)
-}
-
-// write1xx passes an interim response on to the client.
-func (x *exchange) write1xx(resp *http.Response) error {
-	bw := x.cc.bw
-	writeResponseHead(bw, resp)
-	bw.WriteString("\r\n")
-	if err := bw.Flush(); err != nil {
-		return clientGone(err)
-	}
-	return nil
-}
-
-// clientGoneDetail marks the errors of clientGone.
-const clientGoneDetail = "client went away"
-
-// clientGone wraps a failure to write to the client.
-func clientGone(err error) *proxystatus.Error {
-	return &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: clientGoneDetail, Err: err}
-}
-
-// isClientGone reports whether err is a clientGone error.
-func isClientGone(err error) bool {
-	var pe *proxystatus.Error
-	return errors.As(err, &pe) && pe.Type == proxystatus.ConnectionTerminated && pe.Detail == clientGoneDetail
-}
-
 // dropOrigin closes the current origin connection: it cannot carry
 // another request.
 func (x *exchange) dropOrigin() {
 	if x.oc != nil {
-		x.oc.close()
+		x.oc.Close()
 		x.oc = nil
 	}
-}
-
-// bodyCopier copies a request body from the client to the origin in its
-// own goroutine. Its results may be read once done is closed.
-type bodyCopier struct {
-	done     chan struct{}
-	oc       *originConn
-	n        int64
-	rerr     error // reading the client's body failed
-	werr     error // writing to the origin failed
-	complete bool  // the whole body was sent
-	aborted  atomic.Bool
-}
-
-// cutOff reports whether the copy's read error is the interruption
-// endCopier caused, not the client's own failure. A copy that failed on its
-// own (a broken chunk, say) may be marked aborted too: it closes the origin
-// connection, the response read fails, and endCopier can run before the
-// copy's goroutine has finished.
-func (bc *bodyCopier) cutOff() bool {
-	return bc.aborted.Load() && errors.Is(bc.rerr, os.ErrDeadlineExceeded)
-}
-
-func (x *exchange) startCopier() {
-	x.started = true
-	bc := &bodyCopier{done: make(chan struct{}), oc: x.oc}
-	x.copier = bc
-	go x.copyBody(bc)
-}
-
-// copyBody is the copier's goroutine. A client that fails to deliver its
-// body (it left, or broke the chunked coding) ends the origin connection
-// too, so the origin does not wait for the rest.
-func (x *exchange) copyBody(bc *bodyCopier) {
-	defer close(bc.done)
-	br, ow := x.cc.br, bc.oc.bw
-	bufp := copyPool.Get().(*[]byte)
-	defer copyPool.Put(bufp)
-	buf := *bufp
-	var cw io.WriteCloser
-	remain := x.cl
-	for {
-		var n int
-		var err error
-		if x.body == bodyChunked {
-			n, err = x.req.Body.Read(buf)
-		} else {
-			p := buf
-			if int64(len(p)) > remain {
-				p = p[:remain]
-			}
-			n, err = br.Read(p)
-			remain -= int64(n)
-			if err == nil && remain == 0 {
-				err = io.EOF
-			} else if err == io.EOF && remain > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-		}
-		if n > 0 {
-			bc.n += int64(n)
-			x.ev.up = bc.n
-			var werr error
-			if x.body == bodyChunked {
-				if cw == nil {
-					cw = httputil.NewChunkedWriter(ow)
-				}
-				_, werr = cw.Write(buf[:n])
-			} else {
-				_, werr = ow.Write(buf[:n])
-			}
-			if werr != nil {
-				bc.werr = werr
-				return
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			bc.rerr = err
-			bc.oc.conn.Close()
-			return
-		}
-		if br.Buffered() == 0 {
-			if err := ow.Flush(); err != nil {
-				bc.werr = err
-				return
-			}
-		}
-	}
-	if x.body == bodyChunked {
-		ow.WriteString("0\r\n")
-		writeTrailers(ow, x.req.Trailer)
-	}
-	if err := ow.Flush(); err != nil {
-		bc.werr = err
-		return
-	}
-	bc.complete = true
-}
-
-// endCopier waits for the body copy. An exchange that is over before the
-// body was sent (the origin answered without reading it all, or failed)
-// cuts the copy off: the client's reads are interrupted and the origin
-// connection is closed.
-func (x *exchange) endCopier() {
-	bc := x.copier
-	if bc == nil {
-		return
-	}
-	select {
-	case <-bc.done:
-		return
-	default:
-	}
-	runtime.Gosched() // the copy may be finishing its last write
-	select {
-	case <-bc.done:
-		return
-	default:
-	}
-	bc.aborted.Store(true)
-	x.cc.c.SetReadDeadline(aLongTimeAgo)
-	bc.oc.conn.Close()
-	<-bc.done
-	if bc.complete {
-		x.cc.c.SetReadDeadline(time.Time{}) // it finished after all
-	}
-}
-
-// bodyDone reports whether the client's request body has been read
-// completely (or there was none), so the connection may carry another
-// request.
-func (x *exchange) bodyDone() bool {
-	switch {
-	case x.body == bodyNone:
-		return true
-	case x.inline:
-		return true
-	case x.copier != nil:
-		return x.copier.complete
-	}
-	return false
-}
-
-// consumeInline takes an inline body out of the client's reader once the
-// answer is settled.
-func (x *exchange) consumeInline() {
-	if x.inline {
-		x.cc.br.Discard(int(x.cl))
-		x.ev.up = x.cl
-	}
-}
-
-// failed answers a request that got no response. It returns whether the
-// client connection may carry another request, and the failure to report
-// to the destination's breaker (nil when it was the client's).
-func (x *exchange) failed(err error) (bool, error) {
-	cc := x.cc
-	x.endCopier()
-	x.dropOrigin()
-	x.consumeInline()
-	if bc := x.copier; bc != nil && bc.rerr != nil && !bc.cutOff() {
-		// The request body failed on the client's side.
-		if isNetReadError(bc.rerr) || errors.Is(bc.rerr, io.ErrUnexpectedEOF) {
-			x.ev.err = &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "client went away while sending the request body", Err: bc.rerr}
-			return false, nil
-		}
-		x.ev.err = &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "request body: " + bc.rerr.Error(), Err: bc.rerr}
-		x.ev.status = x.ev.err.Code()
-		writeError(cc.bw, x.ev.err, true, false)
-		return false, nil
-	}
-	pe := proxystatus.From(err)
-	if isClientGone(pe) {
-		x.ev.err = pe
-		return false, nil
-	}
-	x.ev.err, x.ev.status = pe, pe.Code()
-	x.reportDest(err)
-	keep := !x.req.Close && x.req.ProtoAtLeast(1, 1) && !cc.s.draining.Load() && x.bodyDone()
-	if writeError(cc.bw, pe, !keep, x.req.Method == http.MethodHead) != nil {
-		keep = false
-	}
-	return keep, err
-}
-
-// respond streams the response to the client and reports whether the
-// client connection may carry another request. Failures are recorded in
-// the event; once the response has started, a failure aborts the
-// connection, never a second status.
-func (x *exchange) respond(resp *http.Response) bool {
-	cc, s, req := x.cc, x.cc.s, x.req
-	x.consumeInline()
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return x.switchProtocols(resp)
-	}
-	code := resp.StatusCode
-	bodyless := req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
-	client11 := req.ProtoAtLeast(1, 1)
-	closeAfter := req.Close || s.draining.Load() || (x.skipped && x.body != bodyNone)
-	chunked := false
-	if !bodyless && resp.ContentLength < 0 {
-		if client11 {
-			chunked = true // chunked stays chunked; an unknown length becomes chunked
-		} else {
-			closeAfter = true // HTTP/1.0: the end of the body is the end of the connection
-		}
-	}
-	bw := cc.bw
-	writeResponseHead(bw, resp)
-	bw.WriteString("Via: ")
-	bw.WriteString(s.via(resp.ProtoMajor, resp.ProtoMinor))
-	bw.WriteString("\r\n")
-	if _, ok := resp.Header["Date"]; !ok {
-		// RFC 9110 section 6.6.1: a recipient with a clock adds it.
-		bw.WriteString("Date: ")
-		bw.Write(appendDate(bw.AvailableBuffer()))
-		bw.WriteString("\r\n")
-	}
-	if chunked {
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
-		if len(resp.Trailer) > 0 {
-			writeTrailerNames(bw, resp.Trailer)
-		}
-	}
-	switch {
-	case closeAfter && client11:
-		bw.WriteString("Connection: close\r\n")
-	case !closeAfter && !client11:
-		bw.WriteString("Connection: keep-alive\r\n")
-	}
-	bw.WriteString("\r\n")
-	x.ev.status = code
-	var rerr, werr error
-	if bodyless || resp.Body == http.NoBody {
-		if chunked {
-			bw.WriteString("0\r\n\r\n")
-		}
-	} else {
-		rerr, werr = x.copyResponse(resp, chunked)
-	}
-	x.endCopier()
-	if rerr == nil && werr == nil {
-		// The response is read: the origin connection can serve another
-		// client while this one's last bytes go out.
-		x.releaseOrigin(resp)
-		werr = bw.Flush()
-	}
-	switch {
-	case werr != nil:
-		x.ev.err = clientGone(werr)
-		x.dropOrigin()
-		return false
-	case rerr != nil:
-		pe := *proxystatus.From(rerr)
-		pe.Type, pe.Detail = proxystatus.HTTPResponseIncomplete, "response body: "+pe.Detail
-		x.ev.err = &pe
-		x.dropOrigin()
-		return false
-	}
-	return !closeAfter && x.bodyDone()
 }
 
 // releaseOrigin pools the origin connection after a clean exchange (the
@@ -932,116 +364,12 @@ func (x *exchange) releaseOrigin(resp *http.Response) {
 	if oc == nil {
 		return
 	}
-	if resp.Close || x.skipped || !x.bodyDone() || oc.br.Buffered() > 0 {
+	if resp.Close || x.Skipped() || !x.BodyDone() || oc.R.Buffered() > 0 {
 		x.dropOrigin()
 		return
 	}
 	x.oc = nil
-	x.cc.s.origins.put(oc)
-}
-
-// copyResponse streams the response body to the client, re-framed as
-// respond decided, flushing whenever the origin has nothing more at hand.
-// It returns the origin's (read) and the client's (write) failure.
-func (x *exchange) copyResponse(resp *http.Response, chunked bool) (rerr, werr error) {
-	bw, obr := x.cc.bw, x.oc.br
-	var cw io.WriteCloser
-	var w io.Writer = bw
-	if chunked {
-		cw = httputil.NewChunkedWriter(bw)
-		w = cw
-	}
-	var bufp *[]byte
-	defer func() {
-		if bufp != nil {
-			copyPool.Put(bufp)
-		}
-	}()
-	for {
-		var p []byte
-		if !chunked && bufp == nil && bw.Available() >= 1024 {
-			// A small body goes into the header's write.
-			p = bw.AvailableBuffer()
-			p = p[:cap(p)]
-		} else {
-			if bufp == nil {
-				bufp = copyPool.Get().(*[]byte)
-			}
-			p = *bufp
-		}
-		n, err := resp.Body.Read(p)
-		if n > 0 {
-			x.ev.down += int64(n)
-			if _, e := w.Write(p[:n]); e != nil {
-				return nil, e
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err, nil
-		}
-		if obr.Buffered() == 0 {
-			if e := bw.Flush(); e != nil {
-				return nil, e
-			}
-		}
-	}
-	if chunked {
-		bw.WriteString("0\r\n")
-		writeTrailers(bw, resp.Trailer)
-	}
-	return nil, nil // the caller flushes
-}
-
-// switchProtocols answers an upgrade the origin accepted and relays both
-// connections as a tunnel from then on.
-func (x *exchange) switchProtocols(resp *http.Response) bool {
-	cc, s := x.cc, x.cc.s
-	if x.upgrade == "" || !strings.EqualFold(resp.Header.Get("Upgrade"), x.upgrade) {
-		x.endCopier()
-		x.dropOrigin()
-		e := &proxystatus.Error{Type: proxystatus.HTTPProtocolError,
-			Detail: fmt.Sprintf("origin switched to protocol %q when %q was asked for", resp.Header.Get("Upgrade"), x.upgrade)}
-		x.ev.err, x.ev.status = e, e.Code()
-		writeError(cc.bw, e, true, false)
-		return false
-	}
-	bw := cc.bw
-	bw.WriteString("HTTP/1.1 ")
-	bw.WriteString(statusText(resp))
-	bw.WriteString("\r\n")
-	resp.Header.Write(bw)
-	bw.WriteString("Via: ")
-	bw.WriteString(s.via(resp.ProtoMajor, resp.ProtoMinor))
-	bw.WriteString("\r\n\r\n")
-	x.ev.status = resp.StatusCode
-	if err := bw.Flush(); err != nil {
-		x.ev.err = clientGone(err)
-		x.dropOrigin()
-		return false
-	}
-	cc.c.SetReadDeadline(time.Time{})
-	oc := x.oc
-	x.oc = nil
-	sc := &Conn{Conn: oc.conn, Prefix: buffered(oc.br), Member: nil}
-	oc.detach()
-	if x.release != nil {
-		sc.release.add(x.release)
-		x.release = nil
-	}
-	ev := new(event)
-	*ev = x.ev
-	x.ev.release = nil
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
-	}
-	t := relay.New(cc.c, sc.Conn)
-	s.addTunnel(t, ev.kind)
-	cc.handedOff = true
-	s.start(ev, t, buffered(cc.br), sc)
-	return false
+	x.cc.s.origins.Put(x.key, oc)
 }
 
 // originErr classifies a failure on the way to an origin, naming the
@@ -1087,24 +415,16 @@ func memberWrote(resp *http.Response) bool {
 // notSent reports whether a failed attempt certainly did not reach the
 // origin: the member could not be reached or refused the request.
 func notSent(err error) bool {
+	var sil *upstream.Silence
+	if errors.As(err, &sil) {
+		return false // it took the request: it may have sent it on
+	}
 	var r *upstream.Refusal
 	if errors.As(err, &r) {
 		return r.Code == http.StatusProxyAuthRequired || r.Code == http.StatusForbidden || r.DestinationFault
 	}
 	// Only failures reaching the member name it.
 	return proxystatus.From(err).Upstream != ""
-}
-
-// isIdempotent reports whether req may be sent twice (RFC 9110 section
-// 9.2.2), also when it carries an Idempotency-Key.
-func isIdempotent(req *http.Request) bool {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	_, k1 := req.Header["Idempotency-Key"]
-	_, k2 := req.Header["X-Idempotency-Key"]
-	return k1 || k2
 }
 
 // prefixConn returns prefix before what it reads from Conn.
@@ -1120,4 +440,19 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// clientGoneDetail marks the errors of clientGone.
+const clientGoneDetail = "client went away"
+
+// clientGone wraps a failure on the client's side: it left, or writing to
+// it failed.
+func clientGone(err error) *proxystatus.Error {
+	return &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: clientGoneDetail, Err: err}
+}
+
+// isClientGone reports whether err is a clientGone error.
+func isClientGone(err error) bool {
+	var pe *proxystatus.Error
+	return errors.As(err, &pe) && pe.Type == proxystatus.ConnectionTerminated && pe.Detail == clientGoneDetail
 }

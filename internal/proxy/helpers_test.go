@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil"
+	"egret.io/egret/internal/testutil/proxytest"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -125,18 +125,22 @@ func (p *testProxy) client() *http.Client {
 	}
 }
 
-// origin starts an HTTP server on loopback and returns it and its port.
+// The shared helpers of the data plane's tests (internal/testutil/proxytest).
+type rawClient = proxytest.RawClient
+
+func dialRaw(t *testing.T, addr string) *rawClient { return proxytest.DialRaw(t, addr) }
+
 func origin(t *testing.T, h http.Handler, opts ...func(*http.Server)) (*httptest.Server, string) {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	for _, o := range opts {
-		o(srv.Config)
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	return srv, port
+	return proxytest.Origin(t, h, opts...)
 }
+
+func wantProxyStatus(t *testing.T, resp *http.Response, body string, code int, errType string) {
+	t.Helper()
+	proxytest.WantProxyStatus(t, resp, body, code, errType)
+}
+
+func isTimeout(err error) bool { return proxytest.IsTimeout(err) }
 
 // connect opens a CONNECT tunnel through proxy and returns the
 // connection, a reader positioned after the proxy's answer, and the answer.
@@ -161,42 +165,25 @@ func connect(t *testing.T, proxyAddr, target string, extra string) (net.Conn, *b
 	return c, br, resp
 }
 
-// rawRequest sends raw bytes to addr and returns the parsed response.
+var errTest = errors.New("test")
+
+func deadAddr(t *testing.T) string { return proxytest.DeadAddr(t) }
+
+func tcpOrigin(t *testing.T, fn func(net.Conn)) string { return proxytest.TCPOrigin(t, fn) }
+
+func waitFor(t *testing.T, cond func() bool) { t.Helper(); proxytest.WaitFor(t, cond) }
+
+func wantPlainClose(t *testing.T, addr, payload string) {
+	t.Helper()
+	proxytest.WantPlainClose(t, addr, payload)
+}
+
 func rawRequest(t *testing.T, addr, raw string) (*http.Response, string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, raw)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("read response to %q: %v", firstLine(raw), err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	return resp, string(body)
+	return proxytest.RawRequest(t, addr, raw)
 }
 
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\r\n")
-	return l
-}
-
-// wantProxyStatus checks a response egret produced itself.
-func wantProxyStatus(t *testing.T, resp *http.Response, body string, code int, errType string) {
+func runCurl(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	if resp.StatusCode != code {
-		t.Errorf("status = %d, want %d (body %q)", resp.StatusCode, code, body)
-	}
-	ps := resp.Header.Get("Proxy-Status")
-	if !strings.HasPrefix(ps, "egret; error="+errType) {
-		t.Errorf("Proxy-Status = %q, want egret; error=%s", ps, errType)
-	}
-	if strings.Count(strings.TrimSpace(body), "\n") != 0 || !strings.HasPrefix(body, "egret: ") {
-		t.Errorf("body = %q, want one line starting with egret:", body)
-	}
+	return proxytest.RunCurl(t, args...)
 }
-
-var errTest = errors.New("test")

@@ -128,3 +128,9 @@ func (in *insights) Recent() []Recent {
 	}
 	return out
 }
+
+// Traffic returns the top n destinations by bytes and the recent denials
+// and errors, for the status page.
+func (s *Server) Traffic(n int) ([]DestTraffic, []Recent) {
+	return s.insights.Top(n), s.insights.Recent()
+}

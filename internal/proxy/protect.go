@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 
 	"egret.io/egret/internal/limit"
 	"egret.io/egret/internal/proxystatus"
@@ -31,6 +32,9 @@ type Protection struct {
 	// Clients, when set, limits each client's requests and tunnels in
 	// flight.
 	Clients *limit.Clients
+	// ClientConns, when set, limits each client's open connections
+	// (idle ones included); a client over it is refused as it connects.
+	ClientConns *limit.Clients
 	// Tunnels, when set, bounds the tunnels open at once.
 	Tunnels *limit.Counter
 }
@@ -50,42 +54,6 @@ func (r *releases) run() {
 	for _, f := range fs {
 		f()
 	}
-}
-
-// admitClient applies the client allow-list and the per-client limit to
-// the request or tunnel of ev (whose client is "ip:port"). A refusal is
-// returned as the error to answer with; the client's slot is released when
-// ev finishes.
-func (s *Server) admitClient(ev *event) *proxystatus.Error {
-	p := &s.opts.Protection
-	if len(p.ClientCIDRs) == 0 && p.Clients == nil {
-		return nil
-	}
-	ap, err := netip.ParseAddrPort(ev.client)
-	ip := ap.Addr().Unmap()
-	if len(p.ClientCIDRs) > 0 {
-		allowed := false
-		if err == nil {
-			for _, c := range p.ClientCIDRs {
-				if c.Contains(ip) {
-					allowed = true
-					break
-				}
-			}
-		}
-		if !allowed {
-			s.countPolicy("client")
-			return &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: fmt.Sprintf("client %s is not on this proxy's client allow-list", ev.client)}
-		}
-	}
-	if p.Clients != nil && err == nil {
-		rel, lerr := p.Clients.Acquire(ip.String())
-		if lerr != nil {
-			return s.limitErr(lerr)
-		}
-		ev.release.add(rel)
-	}
-	return nil
 }
 
 // admitDest applies the breaker and the destination limits before
@@ -186,15 +154,25 @@ func (s *Server) countPolicy(policy string) {
 	}
 }
 
-// guard returns an error when the SSRF guard prohibits a.
-func (s *Server) guard(dest route.Dest, a netip.Addr) *proxystatus.Error {
+// guard returns the 403 when the SSRF guard refuses a, an address of dest.
+// exempt are prefixes the operator's deciding direct rule names: they open
+// what they cover, as an allow does, except the gateway's own addresses.
+func (s *Server) guard(dest route.Dest, a netip.Addr, exempt []netip.Prefix) *proxystatus.Error {
 	g := s.opts.Protection.Guard
-	if g == nil {
+	r := g.Check(a)
+	if r == nil {
 		return nil
 	}
-	if bad, why := g.Prohibited(a); bad {
-		return &proxystatus.Error{Type: proxystatus.DestinationIPProhibit,
-			Detail: fmt.Sprintf("%s resolves to %s (%s), which this gateway does not connect to", dest.Host, a, why)}
+	if plain := a.WithZone("").Unmap(); containsAddr(exempt, plain) && !slices.Contains(g.Own, plain) {
+		return nil
 	}
-	return nil
+	if s.m != nil {
+		s.m.GuardRefusals.WithLabelValues(r.Class.String()).Inc()
+	}
+	what := dest.Host + " is"
+	if !dest.Addr.IsValid() {
+		what = dest.Host + " resolves to " + a.String() + ","
+	}
+	return &proxystatus.Error{Type: proxystatus.DestinationIPProhibit,
+		Detail: fmt.Sprintf("%s %s, which this gateway does not connect to (EGRET_SSRF_ALLOW_CIDRS opens a range)", what, r)}
 }

@@ -82,25 +82,90 @@ func TestSSRFGuard(t *testing.T) {
 	})
 }
 
-func TestGuardClassifies(t *testing.T) {
-	g := &resolve.Guard{Own: []netip.Addr{netip.MustParseAddr("10.1.2.3")}, Allow: []netip.Prefix{netip.MustParsePrefix("169.254.170.0/24")}}
-	for _, tt := range []struct {
-		addr string
-		bad  bool
-		why  string
-	}{
-		{"127.0.0.1", true, "loopback"}, {"127.8.9.10", true, "loopback"}, {"::1", true, "loopback"},
-		{"::ffff:127.0.0.1", true, "loopback"}, {"169.254.169.254", true, "link_local"}, {"fe80::1", true, "link_local"},
-		{"0.0.0.0", true, "unspecified"}, {"::", true, "unspecified"}, {"224.0.0.1", true, "multicast"},
-		{"fd00:ec2::254", true, "metadata"}, {"100.100.100.200", true, "metadata"}, {"10.1.2.3", true, "own_address"},
-		{"169.254.170.2", false, ""}, {"10.1.2.4", false, ""}, {"93.184.216.34", false, ""}, {"2001:db8::1", false, ""},
+// TestSSRFGuardClasses: the gateway refuses every destination class that
+// is not global unicast — IPv6 forms that embed a refused IPv4 included —
+// on every address a name resolves to, naming the class; a name with mixed
+// answers reaches only its allowed addresses; the CIDRs of the direct rule
+// that decided are the operator's allow, but never for egret's own address.
+func TestSSRFGuardClasses(t *testing.T) {
+	aln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "allowed") })}
+	go srv.Serve(aln)
+	t.Cleanup(func() { srv.Close() })
+	_, aport, _ := net.SplitHostPort(aln.Addr().String())
+	own := netip.MustParseAddr("10.77.0.5")
+	p := startRawWith(t, proxyConf{
+		rules: []route.Rule{{Match: route.Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.77.0.0/16")}}, Action: route.Direct, Source: "env DIRECT_CIDRS"}},
+	}, func(o *Options) {
+		o.Resolver = resolve.New(resolve.Config{Hosts: map[string][]netip.Addr{
+			"mixed.test":   {netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("fd00::1"), netip.MustParseAddr("127.0.0.2")},
+			"private.test": {netip.MustParseAddr("192.168.7.7"), netip.MustParseAddr("fc00::7")},
+			"svc.test":     {netip.MustParseAddr("10.96.0.10")},
+		}}, nil)
+		o.Protection.Guard = &resolve.Guard{Own: []netip.Addr{own, netip.MustParseAddr("93.184.216.34")}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}
+	})
+	for _, tc := range []struct{ target, class string }{
+		{"10.1.2.3:443", "private range 10.0.0.0/8"},
+		{"172.16.0.1:443", "private range 172.16.0.0/12"},
+		{"192.168.1.1:443", "private range 192.168.0.0/16"},
+		{"100.64.0.1:443", "100.64.0.0/10"},
+		{"100.100.100.200:80", "100.64.0.0/10"},
+		{"169.254.169.254:80", "169.254.0.0/16"},
+		{"[fd00:ec2::254]:80", "fc00::/7"},
+		{"[fc00::1]:443", "fc00::/7"},
+		{"[fe80::1]:443", "fe80::/10"},
+		{"[64:ff9b::7f00:1]:443", "64:ff9b::/96 embedding loopback 127.0.0.0/8"},
+		{"[2002:a9fe:a9fe::1]:80", "2002::/16 embedding link-local 169.254.0.0/16"},
+		{"[::ffff:10.0.0.1]:443", "private range 10.0.0.0/8"},
+		{"[2001:0:4136:e378:8000:63bf:3fff:fdd2]:443", "2001::/32"},
+		{"224.0.0.1:443", "224.0.0.0/4"},
+		{"255.255.255.255:443", "255.255.255.255/32"},
+		{"240.0.0.1:443", "240.0.0.0/4"},
+		{"198.18.0.1:443", "198.18.0.0/15"},
+		{"0.0.0.0:443", "unspecified 0.0.0.0/32"},
+		{"0.1.2.3:443", "0.0.0.0/8"},
+		{"[::]:443", "::/128"},
+		{"10.77.0.5:443", "10.77.0.5 is private range 10.0.0.0/8"}, // own, and inside a direct CIDR: still refused
+		{"93.184.216.34:443", "own address 93.184.216.34"},
+		{"private.test:443", "192.168.0.0/16"},
 	} {
-		t.Run(tt.addr, func(t *testing.T) {
-			bad, why := g.Prohibited(netip.MustParseAddr(tt.addr))
-			if bad != tt.bad || why != tt.why {
-				t.Errorf("Prohibited = %v %q, want %v %q", bad, why, tt.bad, tt.why)
+		t.Run(tc.target, func(t *testing.T) {
+			resp, body := rawRequest(t, p.Addr, "CONNECT "+tc.target+" HTTP/1.1\r\nHost: x\r\n\r\n")
+			wantProxyStatus(t, resp, body, http.StatusForbidden, "destination_ip_prohibited")
+			if !strings.Contains(body, tc.class) {
+				t.Errorf("the refusal does not name %q: %s", tc.class, body)
 			}
 		})
+	}
+	if d := p.notDialled(); len(d) != 0 {
+		t.Fatalf("egret dialled refused addresses: %v", d)
+	}
+	t.Run("mixed-answers", func(t *testing.T) {
+		resp, body := rawRequest(t, p.Addr, "GET http://mixed.test:"+aport+"/ HTTP/1.1\r\nHost: mixed.test\r\n\r\n")
+		if resp.StatusCode != 200 || body != "allowed" {
+			t.Fatalf("mixed answers: %d %q", resp.StatusCode, body)
+		}
+		if d := p.notDialled(); len(d) != 0 {
+			t.Errorf("egret dialled the refused answers too: %v", d)
+		}
+	})
+	t.Run("direct-cidr-is-an-allow", func(t *testing.T) {
+		// The test's dialer refuses every address off loopback, so a
+		// "connection refused" shows the guard let 10.96.0.10 through.
+		resp, body := rawRequest(t, p.Addr, "CONNECT svc.test:53 HTTP/1.1\r\nHost: x\r\n\r\n")
+		wantProxyStatus(t, resp, body, http.StatusBadGateway, "connection_refused")
+		if d := p.notDialled(); len(d) != 1 || d[0] != "10.96.0.10:53" {
+			t.Errorf("dialled %v, want 10.96.0.10:53", d)
+		}
+	})
+	if n := counterValue(t, p.Metrics, "egret_proxy_guard_refusals_total", map[string]string{"class": "private"}); n < 5 {
+		t.Errorf("guard refusals of class private: %v, want >= 5", n)
+	}
+	if n := counterValue(t, p.Metrics, "egret_proxy_guard_refusals_total", map[string]string{"class": "own_address"}); n != 1 {
+		t.Errorf("guard refusals of class own_address: %v, want 1", n)
 	}
 }
 

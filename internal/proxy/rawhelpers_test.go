@@ -5,15 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,7 +17,6 @@ import (
 	"time"
 
 	"egret.io/egret/internal/metrics"
-	"egret.io/egret/internal/testutil"
 )
 
 // rawProxy is a Server with an HTTP listener, to which tests add
@@ -37,6 +32,12 @@ type rawProxy struct {
 
 func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 	t.Helper()
+	return startRawWith(t, pc, nil)
+}
+
+// startRawWith is startRaw with a hook that edits the Options.
+func startRawWith(t *testing.T, pc proxyConf, edit func(*Options)) *rawProxy {
+	t.Helper()
 	rp := &rawProxy{}
 	var d net.Dialer
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -49,7 +50,12 @@ func startRaw(t *testing.T, pc proxyConf) *rawProxy {
 		}
 		return d.DialContext(ctx, network, addr)
 	}
-	rp.testProxy = startProxyWith(t, pc, func(o *Options) { o.DialContext = dial })
+	rp.testProxy = startProxyWith(t, pc, func(o *Options) {
+		if edit != nil {
+			edit(o)
+		}
+		o.DialContext = dial
+	})
 	return rp
 }
 
@@ -150,30 +156,6 @@ func tlsOrigin(t *testing.T, cert tls.Certificate) string {
 	return port
 }
 
-// runCurl runs the real curl with a clean environment (no proxy
-// variables, no .curlrc) and returns its output, standard error and exit
-// code.
-func runCurl(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	bin := testutil.NeedTool(t, "curl")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-sS", "--max-time", "10"}, args...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return stdout.String(), stderr.String(), 0
-	case errors.As(err, &ee):
-		return stdout.String(), stderr.String(), ee.ExitCode()
-	}
-	t.Fatalf("curl: %v", err)
-	return "", "", -1
-}
-
 // recordingUpstream is a fake upstream proxy that records CONNECT targets
 // and refuses them with 403, so nothing is ever dialled.
 func recordingUpstream(t *testing.T) (addr string, targets chan string) {
@@ -232,23 +214,4 @@ func counterValue(t *testing.T, m *metrics.Metrics, name string, want map[string
 		}
 	}
 	return sum
-}
-
-// wantPlainClose dials addr, sends payload and expects the connection to be
-// closed without a byte of answer (a hang until the deadline fails too).
-func wantPlainClose(t *testing.T, addr, payload string) {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(c, payload)
-	b, err := io.ReadAll(c)
-	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Errorf("want a plain close, got %v after %q", err, b)
-	} else if len(b) != 0 {
-		t.Errorf("want a plain close, got %q", b)
-	}
 }

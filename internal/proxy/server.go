@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/relay"
 	"egret.io/egret/internal/route"
@@ -26,6 +27,10 @@ const (
 	DefaultClientIdleTimeout = 2 * time.Minute
 	DefaultTunnelIdleTimeout = time.Hour
 	DefaultMaxHeaderBytes    = 64 << 10
+	// DefaultResponseHeaderTimeout: a member that accepts a forwarded
+	// request and never answers is given up on after this (and blamed,
+	// when another member answers in its place).
+	DefaultResponseHeaderTimeout = 60 * time.Second
 )
 
 // Timeouts bound each stage. Zero values take the defaults above; a
@@ -36,7 +41,7 @@ type Timeouts struct {
 	HeaderRead      time.Duration // a client's request header (slowloris guard)
 	ClientIdle      time.Duration // an idle keep-alive client connection
 	TunnelIdle      time.Duration // a tunnel with no data either way
-	ResponseHeader  time.Duration // the origin's response header for forwarded requests (0: none)
+	ResponseHeader  time.Duration // the response header of a forwarded request, from the origin or a member
 }
 
 // Resolver is what the proxy needs to look names up.
@@ -137,6 +142,7 @@ func New(opts Options, st *State) (*Server, error) {
 	def(&t.HeaderRead, DefaultHeaderReadTimeout)
 	def(&t.ClientIdle, DefaultClientIdleTimeout)
 	def(&t.TunnelIdle, DefaultTunnelIdleTimeout)
+	def(&t.ResponseHeader, DefaultResponseHeaderTimeout)
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
@@ -156,7 +162,7 @@ func New(opts Options, st *State) (*Server, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		m:       opts.Metrics,
-		origins: newOriginPool(),
+		origins: http1.NewPool[originKey](),
 		via10:   "1.0 " + opts.Via + " (egret)",
 		via11:   "1.1 " + opts.Via + " (egret)",
 		conns:   map[*clientConn]struct{}{},
@@ -213,7 +219,7 @@ func (s *Server) SetState(st *State) error {
 // credentials; connections busy now are closed when their request ends.
 func (s *Server) RetireConnections() {
 	if s.origins != nil {
-		s.origins.retire()
+		s.origins.Retire()
 	}
 }
 
@@ -230,7 +236,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.connsMu.Unlock()
 	s.raw.close()
-	s.origins.close()
+	s.origins.Close()
 	var err error
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -247,7 +253,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		break
 	}
 	s.closeConns()
-	s.origins.close()
+	s.origins.Close()
 	select {
 	case <-s.stop:
 	default:

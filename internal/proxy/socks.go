@@ -9,9 +9,10 @@ import (
 	"net/netip"
 	"time"
 
+	"strconv"
+
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
-	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/socks5"
 )
 
@@ -28,11 +29,11 @@ type SOCKSOptions struct {
 // dialled, answered and relayed. BIND and UDP ASSOCIATE are answered
 // "command not supported". It returns http.ErrServerClosed after Shutdown.
 func (s *Server) ServeSOCKS(ln net.Listener, o SOCKSOptions) error {
-	return s.serveRaw(ln, func(ctx context.Context, c net.Conn) { s.serveSOCKS(ctx, c, &o) })
+	return s.serveRaw(ln, metrics.KindSOCKS, func(ctx context.Context, c net.Conn, ev *event) { s.serveSOCKS(ctx, c, ev, &o) })
 }
 
-func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
-	ev := &event{kind: metrics.KindSOCKS, client: c.RemoteAddr().String(), method: "CONNECT", start: time.Now()}
+func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKSOptions) {
+	ev.method = "CONNECT"
 	if d := s.opts.Timeouts.HeaderRead; d > 0 {
 		c.SetDeadline(ev.start.Add(d))
 	}
@@ -41,6 +42,7 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 	if err != nil {
 		c.Close()
 		if cc.n == 0 && errors.Is(err, io.EOF) {
+			ev.release.run()
 			return // connected and left without a word, like a port probe: no log line
 		}
 		e := socksHandshakeError(err)
@@ -54,33 +56,34 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 		s.failRaw(ctx, ev, e, status)
 		return
 	}
-	ev.dest = req.Dest.String()
-	var dest route.Dest
-	if req.Dest.Name != "" {
-		dest, err = route.NewDest(req.Dest.Name, req.Dest.Port)
-	} else {
-		dest, err = route.NewDest(req.Dest.IP.String(), req.Dest.Port)
+	ev.dest = scrubHost(req.Dest.String())
+	host := req.Dest.Name
+	if host == "" {
+		host = req.Dest.IP.String()
 	}
-	if err != nil {
-		s.refuseSOCKS(ctx, ev, c, socks5.GeneralFailure, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "SOCKS5 destination: " + err.Error()})
+	wctx, stop := watchClient(ctx, c, nil, nil)
+	a, e := s.admit(wctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true})
+	var sc *Conn
+	if e == nil {
+		sc, err = s.open(wctx, ev, a)
+	}
+	early, gone := stop()
+	if gone {
+		if sc != nil {
+			sc.Close()
+		}
+		c.Close()
+		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
 		return
 	}
-	ev.dest = dest.String()
-	st := s.state.Load()
-	ev.dec, ev.decided = s.Route(ctx, st, dest), true
-	if ev.dec.Action == route.Deny {
-		s.refuseSOCKS(ctx, ev, c, socks5.NotAllowed, denied(dest, ev.dec))
+	if e != nil {
+		s.refuseSOCKS(ctx, ev, c, socksReplyFor(e, e), e)
 		return
 	}
-	sc, err := s.Dial(ctx, st, dest, ev.dec)
 	if err != nil {
 		e := proxystatus.From(err)
 		s.refuseSOCKS(ctx, ev, c, socksReplyFor(err, e), e)
 		return
-	}
-	ev.connect = sc.Connect
-	if sc.Member != nil {
-		ev.member = sc.Member.Name
 	}
 	bound, _ := addrPort(sc.Conn.LocalAddr())
 	if err := socks5.Reply(c, socks5.Succeeded, bound); err != nil {
@@ -90,11 +93,8 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, o *SOCKSOptions) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
-	}
 	ev.status = http.StatusOK
-	s.relay(ev, c, nil, sc)
+	s.relay(ev, c, early, sc)
 }
 
 // refuseSOCKS answers a request with a failure reply, closes the
@@ -151,8 +151,10 @@ func socksReplyFor(err error, e *proxystatus.Error) socks5.ReplyCode {
 		return socks5.ConnectionRefused
 	case proxystatus.DNSTimeout, proxystatus.ConnectionTimeout:
 		return socks5.TTLExpired
-	case proxystatus.HTTPRequestDenied, proxystatus.DestinationIPProhibit:
+	case proxystatus.HTTPRequestDenied, proxystatus.DestinationIPProhibit, proxystatus.ProxyLoopDetected:
 		return socks5.NotAllowed
+	case proxystatus.ConnectionLimitReached:
+		return socks5.GeneralFailure
 	}
 	return socks5.GeneralFailure
 }

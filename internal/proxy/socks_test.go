@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/socks5"
-	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/squid"
 )
 
@@ -260,91 +257,4 @@ func closedPort(t *testing.T) string {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	ln.Close()
 	return port
-}
-
-// TestRunServesTransparentAndSOCKS runs the whole proxy from a
-// configuration with both extra listeners: SOCKS5 credentials come from
-// the environment, the status page lists the listeners, the transparent
-// listener's loop guard knows the other listeners, and the drain stops
-// everything.
-func TestRunServesTransparentAndSOCKS(t *testing.T) {
-	_, hport := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "via run") }))
-	env := map[string]string{
-		"LISTEN_ADDR": "127.0.0.1:0", "ADMIN_LISTEN_ADDR": "127.0.0.1:0",
-		"TRANSPARENT_LISTEN_ADDR": "127.0.0.1:0", "SOCKS_LISTEN_ADDR": "127.0.0.1:0",
-		"SOCKS_USER": socksUser, "SOCKS_PASS": socksPass,
-		"EGRET_DNS_SERVERS": "127.0.0.1:1", "EGRET_DRAIN_PERIOD": "0s", "EGRET_DRAIN_TIMEOUT": "2s",
-	}
-	cfg, err := config.Load(config.Sources{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.SyncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	started := make(chan Addrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, RunOptions{Version: "test", AccessLog: logs, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
-			Started: func(a Addrs) { started <- a }})
-	}()
-	var addrs Addrs
-	select {
-	case addrs = <-started:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not start")
-	}
-	if addrs.Transparent == "" || addrs.SOCKS == "" {
-		t.Fatalf("addrs %+v: want transparent and socks listeners", addrs)
-	}
-
-	t.Run("socks-with-credentials-from-the-environment", func(t *testing.T) {
-		out, stderr, code := runCurl(t, "-x", "socks5h://"+socksUser+":s0cks%3Ap%40ss@"+addrs.SOCKS, "http://127.0.0.1:"+hport+"/")
-		if code != 0 || out != "via run" {
-			t.Fatalf("curl exit %d: %q %q", code, out, stderr)
-		}
-		if _, _, code := runCurl(t, "--socks5-hostname", addrs.SOCKS, "http://127.0.0.1:"+hport+"/"); code == 0 {
-			t.Error("a SOCKS5 client without credentials was served")
-		}
-	})
-	t.Run("transparent-refuses-its-own-address", func(t *testing.T) {
-		wantPlainClose(t, addrs.Transparent, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	})
-	t.Run("status-lists-the-listeners", func(t *testing.T) {
-		resp, err := http.Get("http://" + addrs.Admin + "/status.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, want := range []string{"transparent " + addrs.Transparent, "socks5 " + addrs.SOCKS} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("status.json lacks %q: %s", want, b)
-			}
-		}
-	})
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not stop")
-	}
-	if c, err := net.DialTimeout("tcp", addrs.SOCKS, time.Second); err == nil {
-		c.Close()
-		t.Error("the SOCKS5 listener still accepts after the drain")
-	}
-	l := logs.String()
-	for _, want := range []string{`"kind":"socks5"`, `"error":"proxy_loop_detected"`, `"transparent":"` + addrs.Transparent} {
-		if !strings.Contains(l, want) {
-			t.Errorf("log lacks %s:\n%s", want, l)
-		}
-	}
-	if strings.Contains(l, socksPass) {
-		t.Error("the SOCKS5 password reached the log")
-	}
 }

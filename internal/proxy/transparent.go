@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"syscall"
 	"time"
 
-	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/origdst"
 	"egret.io/egret/internal/proxystatus"
@@ -52,7 +50,7 @@ func (s *Server) ServeTransparent(ln net.Listener, o TransparentOptions) error {
 	if a, ok := addrPort(ln.Addr()); ok {
 		s.raw.noteTransparentPort(a.Port())
 	}
-	return s.serveRaw(ln, func(ctx context.Context, c net.Conn) { s.serveTransparent(ctx, c, &o) })
+	return s.serveRaw(ln, metrics.KindTransparent, func(ctx context.Context, c net.Conn, ev *event) { s.serveTransparent(ctx, c, ev, &o) })
 }
 
 func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
@@ -63,8 +61,7 @@ func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
 	return origdst.Lookup(sc)
 }
 
-func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *TransparentOptions) {
-	ev := &event{kind: metrics.KindTransparent, client: c.RemoteAddr().String(), start: time.Now()}
+func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o *TransparentOptions) {
 	orig, err := o.OriginalDst(c)
 	if errors.Is(err, origdst.ErrNotTracked) || errors.Is(err, syscall.ENOPROTOOPT) {
 		// No NAT touched it (no conntrack entry, or no conntrack at all):
@@ -80,11 +77,16 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *Transparen
 	}
 	orig = netip.AddrPortFrom(orig.Addr().Unmap(), orig.Port())
 	ev.origDst, ev.dest, ev.sniffed = orig.String(), orig.String(), sniff.Unknown.String()
-	if s.raw.isSelf(orig) {
+	// The client and the loop are checked before sniffing: a refused
+	// client gets no time, and a connection to egret itself may be one of
+	// its own, waiting for the other side to speak first.
+	if e := s.admitClient(ev); e != nil {
 		c.Close()
-		s.log.Warn("transparent: refused a connection to egret itself (loop guard)", "client", ev.client, logOrigDst, ev.origDst)
-		e := &proxystatus.Error{Type: proxystatus.ProxyLoopDetected,
-			Detail: orig.String() + " is egret's own listener: the connection was not redirected, or was redirected back to egret"}
+		s.failRaw(ctx, ev, e, e.Code())
+		return
+	}
+	if e := s.selfLoop(ev, orig); e != nil {
+		c.Close()
 		s.failRaw(ctx, ev, e, e.Code())
 		return
 	}
@@ -100,27 +102,31 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, o *Transparen
 		return
 	}
 
-	st := s.state.Load()
-	dest, dial, dec := s.routeTransparent(ctx, st, orig, res)
-	ev.dest, ev.dec, ev.decided = dest.String(), dec, true
-	if dec.Action == route.Deny {
-		s.refuseTransparent(ctx, ev, c, res.Proto, denied(dest, dec))
+	wctx, stop := watchClient(ctx, c, nil, nil)
+	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	var sc *Conn
+	if e == nil {
+		sc, err = s.open(wctx, ev, a)
+	}
+	more, gone := stop()
+	if gone {
+		if sc != nil {
+			sc.Close()
+		}
+		c.Close()
+		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
 		return
 	}
-	sc, err := s.Dial(ctx, st, dial, dec)
+	if e != nil {
+		s.refuseTransparent(ctx, ev, c, res.Proto, e)
+		return
+	}
 	if err != nil {
 		s.refuseTransparent(ctx, ev, c, res.Proto, proxystatus.From(err))
 		return
 	}
-	ev.connect = sc.Connect
-	if sc.Member != nil {
-		ev.member = sc.Member.Name
-	}
-	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, dec.Action.String()).Observe(time.Since(ev.start).Seconds())
-	}
 	ev.status = 200
-	s.relay(ev, c, res.Peeked, sc)
+	s.relay(ev, c, append(res.Peeked, more...), sc)
 }
 
 // routeTransparent decides a redirected connection. It returns the
@@ -227,40 +233,4 @@ func addrPort(a net.Addr) (netip.AddrPort, bool) {
 	}
 	ap := ta.AddrPort()
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
-}
-
-// listenTransparent opens the transparent listener on addr. A loopback
-// address (127.0.0.1, ::1 or localhost) opens both 127.0.0.1:port and
-// [::1]:port, because iptables REDIRECT delivers IPv4 connections to
-// 127.0.0.1 and ip6tables to ::1; the IPv6 one is skipped, with a log
-// line, where the namespace has no IPv6 loopback. Other addresses open
-// one listener.
-func listenTransparent(listen func(network, addr string) (net.Listener, error), addr string, log *slog.Logger) ([]net.Listener, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if !config.LoopbackListen(addr) {
-		ln, err := listen("tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return []net.Listener{ln}, nil
-	}
-	first, second := "127.0.0.1", "::1"
-	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
-		first, second = "::1", "127.0.0.1"
-	}
-	ln, err := listen("tcp", net.JoinHostPort(first, port))
-	if err != nil {
-		return nil, err
-	}
-	_, port, _ = net.SplitHostPort(ln.Addr().String()) // port 0 became a real one
-	ln2, err := listen("tcp", net.JoinHostPort(second, port))
-	if err != nil {
-		log.Info("transparent listener: only "+ln.Addr().String()+"; redirected connections of the other IP family cannot arrive",
-			"addr", net.JoinHostPort(second, port), "error", err.Error())
-		return []net.Listener{ln}, nil
-	}
-	return []net.Listener{ln, ln2}, nil
 }

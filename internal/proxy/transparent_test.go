@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -346,61 +345,6 @@ func TestRouteTransparentPorts(t *testing.T) {
 		sniff.Result{Proto: sniff.HTTP, Host: "a.test", Port: 9999})
 	if dest.String() != "a.test:8080" || dial.Addr.String() != "127.0.0.1" || dial.Port != 8080 || dec.Action != route.Direct {
 		t.Errorf("dest %s dial %s/%s action %s", dest, dial, dial.Addr, dec.Action)
-	}
-}
-
-func TestListenTransparent(t *testing.T) {
-	discard := slog.New(slog.DiscardHandler)
-	tests := []struct {
-		name  string
-		addr  string
-		wants []string // host of each listener, in order
-	}{
-		{"ipv4-loopback-gets-its-ipv6-twin", "127.0.0.1:0", []string{"127.0.0.1", "::1"}},
-		{"ipv6-loopback-gets-its-ipv4-twin", "[::1]:0", []string{"::1", "127.0.0.1"}},
-		{"localhost", "localhost:0", []string{"127.0.0.1", "::1"}},
-		{"other-address-is-alone", "127.0.0.1:0", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.wants == nil {
-				// A non-loopback address is used as given: pretend the
-				// listen function is asked for exactly that.
-				var asked []string
-				lns, err := listenTransparent(func(n, a string) (net.Listener, error) {
-					asked = append(asked, a)
-					return net.Listen(n, "127.0.0.1:0")
-				}, "10.0.0.1:15001", discard)
-				if err != nil || len(lns) != 1 || len(asked) != 1 || asked[0] != "10.0.0.1:15001" {
-					t.Fatalf("listeners %v, asked %v, err %v", lns, asked, err)
-				}
-				lns[0].Close()
-				return
-			}
-			lns, err := listenTransparent(net.Listen, tc.addr, discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				for _, ln := range lns {
-					ln.Close()
-				}
-			}()
-			if len(lns) == 1 && len(tc.wants) == 2 {
-				t.Skipf("no IPv6 loopback here: only %s", lns[0].Addr())
-			}
-			var port int
-			for i, ln := range lns {
-				ta := ln.Addr().(*net.TCPAddr)
-				if ta.IP.String() != tc.wants[i] {
-					t.Errorf("listener %d on %s, want %s", i, ta.IP, tc.wants[i])
-				}
-				if i > 0 && ta.Port != port {
-					t.Errorf("the twin listens on port %d, want %d", ta.Port, port)
-				}
-				port = ta.Port
-			}
-		})
 	}
 }
 

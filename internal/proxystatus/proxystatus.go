@@ -289,3 +289,37 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// Scrub removes from s what a client's destination text may carry that is
+// nobody's business in a log line or an answer: in each double-quoted part
+// (how Go quotes values in errors), user information up to the last '@'
+// and everything from a '?' or '#' on (a query may hold tokens).
+func Scrub(s string) string {
+	if !strings.ContainsAny(s, "@?#") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '"')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := strings.IndexByte(s[i+1:], '"')
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		q := s[i+1 : i+1+j]
+		if k := strings.LastIndexByte(q, '@'); k >= 0 {
+			q = "…@" + q[k+1:]
+		}
+		if k := strings.IndexAny(q, "?#"); k >= 0 {
+			q = q[:k] + "…"
+		}
+		b.WriteString(s[:i+1])
+		b.WriteString(q)
+		b.WriteByte('"')
+		s = s[i+2+j:]
+	}
+}

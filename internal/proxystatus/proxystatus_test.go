@@ -101,3 +101,17 @@ func TestTextHidesQuotedLines(t *testing.T) {
 		t.Errorf("an error without a peer line changed: %q", got)
 	}
 }
+
+func TestScrub(t *testing.T) {
+	for in, want := range map[string]string{
+		`destination "user:s3cret@host:443": want host:port`: `destination "…@host:443": want host:port`,
+		`host "a?token=s3cret": invalid character '?'`:       `host "a…": invalid character '?'`,
+		`host "x#frag" and "u:p@y?q=1"`:                      `host "x…" and "…@y…"`,
+		`plain "host:80"`:                                    `plain "host:80"`,
+		`unbalanced "a@b`:                                    `unbalanced "a@b`,
+	} {
+		if got := Scrub(in); got != want {
+			t.Errorf("Scrub(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,11 +1,15 @@
 // Package relay moves bytes between the two sides of a tunnel.
 //
 // Each direction runs in its own goroutine and holds no buffer while it
-// waits: it waits for the source to become readable in the runtime's network
-// poller (a zero-copy peek, no user memory), then takes a buffer from a pool,
-// reads and writes until the source has nothing more to give, and returns
-// the buffer. Buffers grow from 16 KiB to 256 KiB while a direction keeps
-// filling them, so a bulk transfer moves large chunks. A direction that has
+// waits: it takes a buffer from a pool, reads and writes until a read
+// finds nothing at hand (reads never block: the socket's raw descriptor is
+// read non-blocking), returns the buffer and waits for the source to
+// become readable in the runtime's network poller, holding no user memory.
+// A wake-up that finds nothing (the poller is edge-triggered and may be
+// stale) sends the direction back to the wait. Buffers grow from 16 KiB to 256 KiB while a direction keeps
+// filling them, and once a direction has moved a MiB it splices (splice(2)
+// socket → pipe → socket, splice_linux.go) for as long as data keeps
+// coming, so a bulk transfer is not copied through user memory. A direction that has
 // seen nothing for ParkAfter (200 ms) parks: its goroutine ends and its
 // socket waits in one epoll set shared by the process (park_linux.go), so
 // thousands of idle tunnels cost neither buffers nor goroutine stacks, only

@@ -17,6 +17,11 @@ var sizes = [...]int{16 << 10, 64 << 10, 256 << 10}
 
 const growAfter = 2
 
+// spliceAfter is how many bytes a direction moves with read/write before
+// it splices (splice_linux.go): past the first messages of a connection,
+// a flow that keeps going is a transfer.
+const spliceAfter = 1 << 20
+
 var pools [len(sizes)]sync.Pool
 
 // held counts buffers taken from the pools and not yet returned (tests
@@ -75,6 +80,17 @@ type direction struct {
 	buf      *[]byte
 	state    atomic.Int32
 	parkedFD int32 // the socket armed in the park set (valid while parked)
+	// more is set while the source may have bytes at hand: the next read
+	// (which never blocks) goes without waiting first. A read that finds
+	// nothing clears it, and the direction waits.
+	more bool
+	// sp splices the direction's bulk bursts (splice_linux.go); splicing
+	// is set once the direction filled its largest buffer, canSplice when
+	// both sides are sockets.
+	sp        splicer
+	canSplice bool
+	splicing  bool
+	moved     int64 // bytes read since the direction started or resumed
 }
 
 // New returns a Tunnel between a and b.
@@ -103,6 +119,7 @@ func (t *Tunnel) Start(aPrefix, bPrefix []byte, done func(Result)) {
 	for i := range t.dirs {
 		d := &t.dirs[i]
 		d.w.init(d.src)
+		d.canSplice = canSplice && d.sp.init(d.src, d.dst)
 		go d.run()
 	}
 }
@@ -180,6 +197,7 @@ func (d *direction) release() {
 		d.buf = nil
 		held.Add(-1)
 	}
+	d.sp.done()
 }
 
 // relay moves src → dst. It returns true when the direction parked (the
@@ -195,28 +213,68 @@ func (d *direction) relay() bool {
 			return false
 		}
 	}
+	d.more = true // try the source before waiting on it
 	for {
-		// Where the source is not pollable (a TLS connection, say) wait
-		// does nothing and the read below blocks holding its buffer.
-		idle, err := d.w.wait(d.release, t.parkAfter)
-		if err != nil {
-			t.fail(err)
-			return false
-		}
-		if idle {
-			switch park(d) {
-			case parkedOK:
-				return true
-			case parkLost:
-				return true // Close ended the direction meanwhile
+		if !d.more {
+			// The source had nothing at hand: wait for it without a
+			// buffer. Where the source is not pollable (a TLS connection,
+			// say) wait returns at once and the read below blocks holding
+			// its buffer.
+			d.release()
+			idle := d.w.wait(t.parkAfter)
+			d.more = true
+			if idle {
+				// An idle direction starts small again when it resumes.
+				d.class, d.full, d.splicing, d.moved = 0, 0, false, 0
+				switch park(d) {
+				case parkedOK:
+					return true
+				case parkLost:
+					return true // Close ended the direction meanwhile
+				}
+				continue // could not park: wait with the goroutine
 			}
-			continue // could not park: wait with the goroutine
+		}
+		if d.splicing {
+			n, eof, err := d.sp.move()
+			d.more = n > 0
+			if n > 0 {
+				t.last.Store(time.Now().UnixNano())
+				d.n.Add(n)
+			}
+			switch {
+			case err == errNoSplice:
+				d.splicing, d.canSplice = false, false
+				continue
+			case err != nil:
+				t.fail(err)
+				return false
+			case eof:
+				d.endOfStream()
+				return false
+			}
+			continue
 		}
 		if d.buf == nil {
 			d.buf = pools[d.class].Get().(*[]byte)
 			held.Add(1)
 		}
-		r, rerr := d.src.Read(*d.buf)
+		var r int
+		var rerr error
+		if d.w.rc != nil {
+			// Read what is at hand without blocking: after a full read
+			// (no wait before it) the source may have run dry, and the
+			// poller's readiness may be stale (edge-triggered); either way
+			// the direction goes back to the wait, which releases the
+			// buffer and may park, instead of blocking while holding it.
+			var ok bool
+			if r, rerr, ok = d.w.tryRead(*d.buf); !ok {
+				d.more = false
+				continue
+			}
+		} else {
+			r, rerr = d.src.Read(*d.buf)
+		}
 		if r > 0 {
 			t.last.Store(time.Now().UnixNano())
 			w, werr := d.dst.Write((*d.buf)[:r])
@@ -225,29 +283,40 @@ func (d *direction) relay() bool {
 				t.fail(werr)
 				return false
 			}
-			if r == len(*d.buf) {
-				if d.full++; d.full >= growAfter && d.class < len(sizes)-1 {
-					d.release()
-					d.class++
-					d.full = 0
-				}
-			} else {
+			d.moved += int64(r)
+			switch full := r == len(*d.buf); {
+			case d.canSplice && d.moved >= spliceAfter:
+				// A transfer: splice from now on.
+				d.release()
+				d.splicing = true
+			case !full:
+				d.full = 0
+			case d.full+1 < growAfter:
+				d.full++
+			case d.class < len(sizes)-1:
+				d.release()
+				d.class++
 				d.full = 0
 			}
 		}
 		if rerr != nil {
+			d.more = false
 			if errors.Is(rerr, io.EOF) {
-				// Pass the end of stream on with a half-close, unless the
-				// other direction has already ended: then the tunnel is
-				// over and closing both sides says it with one call less.
-				if t.pending.Load() == 1 || !closeWrite(d.dst) {
-					t.closeBoth()
-				}
+				d.endOfStream()
 				return false
 			}
 			t.fail(rerr)
 			return false
 		}
+	}
+}
+
+// endOfStream passes the source's end of stream on with a half-close,
+// unless the other direction has already ended: then the tunnel is over
+// and closing both sides says it with one call less.
+func (d *direction) endOfStream() {
+	if d.t.pending.Load() == 1 || !closeWrite(d.dst) {
+		d.t.closeBoth()
 	}
 }
 
@@ -260,17 +329,16 @@ func closeWrite(c net.Conn) bool {
 }
 
 // waiter waits for a connection to become readable without holding a
-// buffer, where the connection allows it.
+// buffer, and reads it without blocking, where the connection allows it.
 type waiter struct {
 	conn net.Conn
 	rc   syscall.RawConn
-	peek [1]byte
 }
 
 func (w *waiter) init(c net.Conn) {
 	w.conn = c
 	if sc, ok := c.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil && canPeek {
+		if rc, err := sc.SyscallConn(); err == nil && rawReads {
 			w.rc = rc
 		}
 	}

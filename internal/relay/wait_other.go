@@ -4,9 +4,9 @@ package relay
 
 import "time"
 
-const canPeek = false
+const rawReads = false
 
-func (w *waiter) wait(release func(), parkAfter time.Duration) (bool, error) { return false, nil }
+func (w *waiter) wait(parkAfter time.Duration) bool { return false }
 
 type parkResult int
 
@@ -21,3 +21,15 @@ func forget(d *direction)          {}
 func parker() *struct{}            { return nil }
 
 var _ = (*direction).release
+
+const canSplice = false
+
+var errNoSplice error
+
+type splicer struct{}
+
+func (s *splicer) init(src, dst any) bool               { return false }
+func (s *splicer) move() (n int64, eof bool, err error) { return 0, false, nil }
+func (s *splicer) done()                                {}
+
+func (w *waiter) tryRead(p []byte) (int, error, bool) { return 0, nil, false }

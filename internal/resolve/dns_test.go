@@ -34,14 +34,22 @@ type dnsServer struct {
 
 func startDNS(t *testing.T) *dnsServer {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		t.Skipf("tcp port of the udp listener is taken: %v", err)
+	// DNS over TCP uses the UDP port's number: pick UDP ports until the
+	// same TCP port is free too (another process may hold it), and fail,
+	// never skip, when none is.
+	var pc net.PacketConn
+	var ln net.Listener
+	var err error
+	for try := 0; ln == nil; try++ {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
+			pc.Close()
+			if try == 50 {
+				t.Fatalf("no loopback port free for both UDP and TCP after %d tries: %v", try+1, err)
+			}
+		}
 	}
 	s := &dnsServer{addr: pc.LocalAddr().String(), records: map[string][]dnsmessage.Resource{}, servfail: map[string]bool{}, truncate: map[string]bool{}}
 	t.Cleanup(func() { pc.Close(); ln.Close() })

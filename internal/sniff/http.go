@@ -41,14 +41,9 @@ func ParseHTTP(b []byte) (host string, port uint16, err error) {
 	case method == "CONNECT":
 		authority = target
 	case !strings.HasPrefix(target, "/") && target != "*":
-		scheme, after, found := strings.Cut(target, "://")
-		if !found || scheme == "" {
-			return "", 0, httpMalformed("request target %q", truncate(target, 64))
-		}
-		authority, _, _ = strings.Cut(after, "/")
-		authority, _, _ = strings.Cut(authority, "?")
-		if _, hostport, hasUser := strings.Cut(authority, "@"); hasUser {
-			authority = hostport
+		var err error
+		if authority, err = absoluteAuthority(target); err != nil {
+			return "", 0, err
 		}
 	}
 	var hostHeader string
@@ -83,6 +78,45 @@ func ParseHTTP(b []byte) (host string, port uint16, err error) {
 		return "", 0, ErrNoName
 	}
 	return splitAuthority(authority)
+}
+
+// absoluteAuthority returns the host[:port] of an absolute-form request
+// target: scheme "://" [userinfo "@"] host[:port], then a path or a query.
+// The scheme is what net/url reads as one (RFC 3986: a letter, then
+// letters, digits, "+", "-", "."), so a target such as "A:://0", which
+// net/http reads as scheme "A" with an opaque path and no authority (the
+// Host header then names the host), is not read as authority "0". An
+// absolute target without an authority ("http:x", "http:///x") is
+// malformed (RFC 9110 §4.2.1) rather than left to the Host header, on which
+// servers disagree. Userinfo ends at the last "@", as net/url has it.
+func absoluteAuthority(target string) (string, error) {
+	i := 0
+	for i < len(target) && isSchemeChar(target[i], i == 0) {
+		i++
+	}
+	rest, ok := strings.CutPrefix(target[i:], "://")
+	if i == 0 || !ok {
+		return "", httpMalformed("request target %q", truncate(target, 64))
+	}
+	authority, _, _ := strings.Cut(rest, "?")
+	authority, _, _ = strings.Cut(authority, "/")
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		authority = authority[at+1:]
+	}
+	if authority == "" {
+		return "", httpMalformed("request target %q without a host", truncate(target, 64))
+	}
+	return authority, nil
+}
+
+func isSchemeChar(c byte, first bool) bool {
+	switch {
+	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		return true
+	case c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.':
+		return !first
+	}
+	return false
 }
 
 // cutLine returns the line at the start of b without its CRLF (or bare LF).

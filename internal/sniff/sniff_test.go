@@ -154,6 +154,17 @@ var httpCases = []struct {
 	{"space-in-header-name", "GET / HTTP/1.1\r\nHo st: a.test\r\n\r\n", "", 0, errMalformed},
 	{"unbracketed-ipv6", "GET / HTTP/1.1\r\nHost: 2001:db8::1\r\n\r\n", "", 0, errMalformed},
 	{"relative-without-slash", "GET foo HTTP/1.1\r\nHost: a.test\r\n\r\n", "", 0, errMalformed},
+	// Issue 11: net/http reads "A:://0" as scheme "A" with an opaque path,
+	// and the Host header ("1") names the host; sniff read authority "0".
+	{"colon-before-scheme-separator", "A A:://0 HTTP/1.0\nHost:1\n\n", "", 0, errMalformed},
+	{"scheme-starts-with-digit", "GET 1http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n", "", 0, errMalformed},
+	{"scheme-with-plus", "GET svn+ssh://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n", "a.test", 0, nil},
+	{"opaque-absolute", "GET http:a.test HTTP/1.1\r\nHost: b.test\r\n\r\n", "", 0, errMalformed},
+	{"empty-authority", "GET http:///p HTTP/1.1\r\nHost: b.test\r\n\r\n", "", 0, errMalformed},
+	{"query-before-slash", "GET http://a.test?x=/y HTTP/1.1\r\nHost: b.test\r\n\r\n", "a.test", 0, nil},
+	{"userinfo-last-at", "GET http://u@v@a.test/ HTTP/1.1\r\n\r\n", "a.test", 0, nil},
+	{"userinfo-with-slash-in-query", "GET http://a.test?u@b.test HTTP/1.1\r\n\r\n", "a.test", 0, nil},
+	{"double-slash-origin-form", "GET //a.test/p HTTP/1.1\r\nHost: b.test\r\n\r\n", "b.test", 0, nil},
 }
 
 func TestParseHTTP(t *testing.T) {

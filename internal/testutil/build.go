@@ -16,10 +16,10 @@ var (
 )
 
 // EgretBinary builds the egret binary once per test process and returns its
-// path. Every package builds it with the same flags, so after the first
-// package the Go build cache leaves only the link step: the static,
-// CGO-free binary the image ships, without -trimpath (which would compile
-// the whole module a second time).
+// path. Every package builds it with the flags of `make build` (static,
+// CGO-free, -trimpath; the version stamp is link-only), so after the first
+// package, and after a `make build`, the Go build cache leaves only the
+// link step.
 func EgretBinary() (string, error) {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "egret-bin-")
@@ -29,7 +29,7 @@ func EgretBinary() (string, error) {
 		}
 		os.Chmod(dir, 0o755) // tests also run it as other users (setpriv)
 		buildPath = filepath.Join(dir, "egret")
-		cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", buildPath, "egret.io/egret/cmd/egret")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", buildPath, "egret.io/egret/cmd/egret")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = errors.New("go build egret: " + err.Error() + "\n" + string(out))

@@ -36,6 +36,51 @@ func (b Backoff) after(fails int32) time.Duration {
 	return min(d, max)
 }
 
+// Health keeps the health of members apart from the members themselves,
+// by pool and member name: the pools built from a reloaded configuration,
+// and a member list that changes, find the health of every member they
+// keep (as Caddy keeps a Host apart from its Upstream). The zero value is
+// ready; it is safe for concurrent use.
+type Health struct {
+	mu sync.Mutex
+	m  map[healthKey]*health
+}
+
+type healthKey struct{ pool, member string }
+
+// entry returns the health of member of pool, made on first use.
+func (t *Health) entry(pool, member string) *health {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[healthKey]*health{}
+	}
+	k := healthKey{pool, member}
+	h := t.m[k]
+	if h == nil {
+		h = &health{}
+		t.m[k] = h
+	}
+	return h
+}
+
+// Retain forgets the health of members no pool in keep uses any more.
+func (t *Health) Retain(keep []*Pool) {
+	used := map[healthKey]bool{}
+	for _, p := range keep {
+		for _, m := range p.Current() {
+			used[healthKey{p.Name, m.Name}] = true
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.m {
+		if !used[k] {
+			delete(t.m, k)
+		}
+	}
+}
+
 // health is a member's passive and probed state.
 type health struct {
 	downUntil atomic.Int64 // unix nanoseconds; the member is down before it

@@ -34,7 +34,7 @@ type Member struct {
 
 	urls sync.Map // *credentials.Credential → *url.URL, for http.Transport
 
-	h      health
+	h      *health      // shared with the pool's Health table once in a pool
 	active atomic.Int64 // connections and requests in flight through the member
 }
 
@@ -48,18 +48,25 @@ const (
 // ParseMember reads an upstream proxy URL such as
 // "http://user:p%40ss@proxy.corp:3128". A value without a scheme is taken as
 // http://. The port defaults to 80 (http), 443 (https) or 1080 (socks5).
-// Errors name the member without its credentials.
+// Errors say what is wrong and name the member without its password (nor a
+// lone user name, which may be a token), path or query; for a value that
+// does not parse, without anything after a ':' that could be the first
+// part of a password cut short.
 func ParseMember(raw string) (*Member, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
 		return nil, fmt.Errorf("empty upstream proxy URL")
 	}
-	if !strings.Contains(raw, "://") {
+	if _, _, ok := splitScheme(raw); !ok {
 		raw = "http://" + raw
+	}
+	if err := checkUserinfo(raw); err != nil {
+		return nil, fmt.Errorf("upstream proxy %s: %w", display(raw, false), err)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("upstream proxy %s: invalid URL", Redact(raw))
+		// Never err: url.Error quotes the URL and its parts.
+		return nil, fmt.Errorf("upstream proxy %s: %s", display(raw, true), urlProblem(raw))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch scheme {
@@ -67,23 +74,23 @@ func ParseMember(raw string) (*Member, error) {
 	case "socks5h":
 		scheme = SchemeSOCKS5 // egret always lets the socks5 proxy resolve names
 	default:
-		return nil, fmt.Errorf("upstream proxy %s: unsupported scheme %q (want http, https or socks5)", Redact(raw), u.Scheme)
+		return nil, fmt.Errorf("upstream proxy %s: unsupported scheme %q (want http, https or socks5)", display(raw, false), u.Scheme)
 	}
 	host := u.Hostname()
 	if host == "" {
-		return nil, fmt.Errorf("upstream proxy %s: no host", Redact(raw))
+		return nil, fmt.Errorf("upstream proxy %s: no host", display(raw, false))
 	}
 	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("upstream proxy %s: a proxy URL has no path, query or fragment", Redact(raw))
+		return nil, fmt.Errorf("upstream proxy %s: a proxy URL has no path, query or fragment (a '/', '?' or '#' in the password must be percent-encoded: %%2F, %%3F, %%23)", display(raw, false))
 	}
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{SchemeHTTP: "80", SchemeHTTPS: "443", SchemeSOCKS5: "1080"}[scheme]
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return nil, fmt.Errorf("upstream proxy %s: bad port %q", Redact(raw), port)
+		return nil, fmt.Errorf("upstream proxy %s: bad port %q", display(raw, false), port)
 	}
-	m := &Member{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, Weight: 1}
+	m := &Member{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, Weight: 1, h: &health{}}
 	m.Name = m.URL.String()
 	var user, pw string
 	if u.User != nil {
@@ -101,15 +108,15 @@ func ParseMember(raw string) (*Member, error) {
 //	http://proxy-a:3128 weight=3
 //	http://proxy-c:3128 backup
 func ParseMemberSpec(spec string) (*Member, error) {
-	f := strings.Fields(spec)
-	if len(f) == 0 {
+	raw, attrs := splitSpec(spec)
+	if raw == "" {
 		return nil, fmt.Errorf("empty upstream proxy URL")
 	}
-	m, err := ParseMember(f[0])
+	m, err := ParseMember(raw)
 	if err != nil {
 		return nil, err
 	}
-	for _, a := range f[1:] {
+	for i, a := range attrs {
 		k, v, _ := strings.Cut(strings.ToLower(a), "=")
 		switch k {
 		case "backup":
@@ -124,23 +131,30 @@ func ParseMemberSpec(spec string) (*Member, error) {
 			}
 			m.Weight = w
 		default:
-			return nil, fmt.Errorf("upstream proxy %s: unknown attribute %q (want weight=N or backup)", m.Name, Redact(a))
+			// Not quoted: a password cut short by a caller's splitting
+			// would show here.
+			return nil, fmt.Errorf("upstream proxy %s: unknown attribute %d after the URL (want weight=N or backup)", m.Name, i+1)
 		}
 	}
 	return m, nil
 }
 
 // ParseMemberList reads a list of members, one ParseMemberSpec per line,
-// with '#' comments and blank lines ignored: the format of a member file.
-// Errors name the line and never a password.
+// with blank lines and comments ignored: the format of a member file. A '#'
+// starts a comment at the start of a line or after a space, so a '#' in a
+// password does not cut the URL short; a comment after a member holds no
+// '@' (else it might be the rest of a password with " #" in it). Errors
+// name the line and never a password.
 func ParseMemberList(text string) ([]*Member, error) {
 	var out []*Member
 	for n, line := range strings.Split(text, "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
+		line, comment := stripComment(line)
 		if strings.TrimSpace(line) == "" {
 			continue
+		}
+		if strings.Contains(comment, "@") {
+			// "http://u:pa #ss@proxy:3128" or "http://proxy:3128 # ops@corp"?
+			return nil, fmt.Errorf("line %d: a comment after a member holds '@': if the '#' is in a password, percent-encode ' ' and '#' (%%20, %%23); else put the comment on a line of its own", n+1)
 		}
 		m, err := ParseMemberSpec(line)
 		if err != nil {
@@ -245,26 +259,6 @@ func (m *Member) Acquire() func() {
 // Active returns the number of connections and requests in flight.
 func (m *Member) Active() int64 { return m.active.Load() }
 
-// Redact removes the password from anything that looks like a URL with
-// user info, so it can appear in an error. It keeps the user name.
-func Redact(raw string) string {
-	i := strings.Index(raw, "://")
-	rest := raw
-	prefix := ""
-	if i >= 0 {
-		prefix, rest = raw[:i+3], raw[i+3:]
-	}
-	at := strings.LastIndexByte(rest, '@')
-	if at < 0 {
-		return raw
-	}
-	userinfo := rest[:at]
-	if c := strings.IndexByte(userinfo, ':'); c >= 0 {
-		userinfo = userinfo[:c] + ":xxxxx"
-	}
-	return prefix + userinfo + rest[at:]
-}
-
 // same reports whether two members are the same configuration (for keeping
 // state across a change of the member list).
 func (m *Member) same(o *Member) bool {
@@ -275,13 +269,4 @@ func (m *Member) same(o *Member) bool {
 		return m.auth.Current().Same(o.auth.Current())
 	}
 	return m.auth == o.auth
-}
-
-// adoptHealth copies o's health into m (a new member replacing o).
-func (m *Member) adoptHealth(o *Member) {
-	m.h.downUntil.Store(o.h.downUntil.Load())
-	m.h.fails.Store(o.h.fails.Load())
-	o.h.mu.Lock()
-	m.h.lastErr, m.h.lastChange = o.h.lastErr, o.h.lastChange
-	o.h.mu.Unlock()
 }

@@ -73,6 +73,10 @@ type Pool struct {
 	Events *Events
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
+	// Health keeps the members' health by pool and member name, so that
+	// it survives a rebuilt pool (a reloaded configuration) and a changed
+	// member list; nil gives the pool a table of its own.
+	Health *Health
 
 	next atomic.Uint64
 	snap atomic.Pointer[snapshot]
@@ -95,8 +99,12 @@ func (p *Pool) snapshot() *snapshot {
 	if s := p.snap.Load(); s != nil {
 		return s
 	}
+	if p.Health == nil {
+		p.Health = &Health{}
+	}
 	for _, m := range p.Members {
 		m.UseStore(p.Credentials)
+		m.h = p.Health.entry(p.Name, m.Name)
 	}
 	s := newSnapshot(append([]*Member(nil), p.Members...))
 	p.snap.Store(s)
@@ -107,9 +115,9 @@ func (p *Pool) snapshot() *snapshot {
 func (p *Pool) Current() []*Member { return p.snapshot().all }
 
 // SetMembers replaces the member list. A member whose URL, weight, backup
-// flag and credentials are unchanged is kept as it is (with its health and
-// connection count); a changed member takes over the health of the one with
-// the same URL. It returns the members that are no longer used.
+// flag and credentials are unchanged is kept as it is (with its connection
+// count); every member finds its health in the pool's Health table by its
+// URL. It returns the members that are no longer used.
 func (p *Pool) SetMembers(ms []*Member) (removed []*Member) {
 	old := p.snapshot()
 	p.mu.Lock()
@@ -122,13 +130,10 @@ func (p *Pool) SetMembers(ms []*Member) (removed []*Member) {
 	kept := map[*Member]bool{}
 	for _, m := range ms {
 		m.UseStore(p.Credentials)
-		if o := byName[m.Name]; o != nil {
-			if o.same(m) {
-				m = o
-			} else {
-				m.adoptHealth(o)
-			}
+		if o := byName[m.Name]; o != nil && o.same(m) {
+			m = o
 		}
+		m.h = p.Health.entry(p.Name, m.Name)
 		kept[m] = true
 		next = append(next, m)
 	}
@@ -227,59 +232,130 @@ type Tunnel struct {
 	Prefix []byte
 }
 
-// DialTunnel opens a tunnel to target ("host:port") through the pool,
-// trying healthy members in policy order while failures are the member's
-// (Fault). It fails with PoolUnavailable (503) when no member is healthy:
-// never a direct connection.
-func (p *Pool) DialTunnel(ctx context.Context, target string) (*Tunnel, error) {
+// Credential is a member's user name and password, as Try receives it.
+type Credential = credentials.Credential
+
+// AuthHeader is the Proxy-Authorization value for c, "" for none.
+func AuthHeader(c *Credential) string {
+	if c == nil {
+		return ""
+	}
+	return c.AuthHeader()
+}
+
+// Try is one attempt through member m with credential cred (nil: none),
+// made by Do's caller. more reports whether another member would follow a
+// failure. It returns the member's status code when it answered (0 when it
+// did not) and the failure, nil on success; a refusal is a *Refusal, a
+// member that took the request and went silent a *Silence.
+type Try func(ctx context.Context, m *Member, cred *credentials.Credential, more bool) (code int, err error)
+
+// Do runs one request or tunnel through the pool, to host: it tries the
+// healthy members in policy order (when every member is down, the
+// last-resort one) until try succeeds, and returns the member that served.
+// It is the one failover every caller shares:
+//   - a 407 to a member's current credential is tried once more with the
+//     previous one while a rotation is pending (the fallback);
+//   - a failure that is the member's marks it down (Fault);
+//   - another member is tried while the failure allows it (Fault) and
+//     again(err) says the request may be repeated (nil: always);
+//   - a member that took the request and went silent (Silence) is blamed
+//     only once another member answered in its place: until then it may be
+//     the destination that is slow.
+//
+// It never falls back to a direct connection: with no member to try, it
+// fails with PoolUnavailable (503).
+func (p *Pool) Do(ctx context.Context, host string, again func(error) bool, try Try) (*Member, error) {
+	now := p.now()
 	var buf [8]*Member
-	cands := p.AppendCandidates(buf[:0], hostOf(target), p.now())
+	cands := p.AppendCandidates(buf[:0], host, now)
 	if len(cands) == 0 {
-		m := p.LastResort(p.now())
+		m := p.LastResort(now)
 		if m == nil {
 			return nil, p.Unavailable()
 		}
 		cands = append(cands, m)
 	}
+	var silent []*Member
 	var last error
-	for _, m := range cands {
-		t, err := p.TryMember(ctx, m, target)
+	for i, m := range cands {
+		more := i < len(cands)-1
+		cred, err := p.tryMember(ctx, m, more, again, try)
 		if err == nil {
-			return t, nil
+			p.succeeded(m, cred, "request")
+			for _, s := range silent {
+				p.blameSilence(s, m)
+			}
+			return m, nil
 		}
 		last = err
-		if ctx.Err() != nil || !p.Failed(m, err) {
+		var sil *Silence
+		if errors.As(err, &sil) {
+			silent = append(silent, m)
+		}
+		if !p.Failed(m, err) || !more || ctx.Err() != nil || (again != nil && !again(err)) {
 			break
 		}
 	}
 	return nil, last
 }
 
-// TryMember opens a tunnel through one member. A 407 with the current
-// credential is retried with the previous one while a rotation is pending.
-// Success marks the member up and confirms the credential used; failures
-// are left to the caller (Failed).
-func (p *Pool) TryMember(ctx context.Context, m *Member, target string) (*Tunnel, error) {
+// tryMember runs try through m with its current credential and, when that
+// got a 407 during a rotation and the request may be repeated, once more
+// with the previous one. It reports each attempt to Events and returns the
+// credential to confirm on success (nil after a fallback, or none).
+func (p *Pool) tryMember(ctx context.Context, m *Member, more bool, again func(error) bool, try Try) (*credentials.Credential, error) {
 	cred := m.Credential()
-	t, code, err := p.dialMember(ctx, m, target, cred)
-	if code == http.StatusProxyAuthRequired && m.auth != nil {
+	code, err := try(ctx, m, cred, more)
+	if code == http.StatusProxyAuthRequired && m.auth != nil && (again == nil || again(err)) {
 		if fb := m.auth.Fallback(); fb != nil {
 			p.attempt(m, code, err)
-			t, code, err = p.dialMember(ctx, m, target, fb)
+			code, err = try(ctx, m, fb, more)
 			if err == nil {
 				if ev := p.Events; ev != nil && ev.Fallback != nil {
 					ev.Fallback(p.Name, m)
 				}
-				cred = nil // the current credential did not work: confirm nothing
+				cred = nil // the current credential was refused: confirm nothing
 			}
 		}
 	}
 	p.attempt(m, code, err)
+	return cred, err
+}
+
+// DialTunnel opens a tunnel to target ("host:port") through the pool (see
+// Do for the failover).
+func (p *Pool) DialTunnel(ctx context.Context, target string) (*Tunnel, error) {
+	var t *Tunnel
+	_, err := p.Do(ctx, hostOf(target), nil, func(ctx context.Context, m *Member, cred *credentials.Credential, _ bool) (int, error) {
+		tt, code, err := p.OpenTunnel(ctx, m, target, cred)
+		t = tt
+		return code, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	p.Succeeded(m, cred)
 	return t, nil
+}
+
+// Silence is a member that took a request or a CONNECT and did not answer
+// in time. Do blames it only when another member answers in its place.
+type Silence struct {
+	Err *proxystatus.Error // names the member
+}
+
+func (s *Silence) Error() string { return s.Err.Error() }
+func (s *Silence) Unwrap() error { return s.Err }
+
+// blameSilence marks down m, which went silent on a request that member
+// answered.
+func (p *Pool) blameSilence(m, answered *Member) {
+	err := &proxystatus.Error{Type: proxystatus.ConnectionReadTimeout, Upstream: m.Name,
+		Detail: "upstream " + m.Name + " took a request and did not answer in time; " + answered.Name + " answered it"}
+	d := m.MarkDown(p.now(), p.Backoff, err.Error())
+	if ev := p.Events; ev != nil && ev.Down != nil {
+		ev.Down(p.Name, m, d, err)
+	}
 }
 
 func (p *Pool) attempt(m *Member, code int, err error) {
@@ -288,14 +364,15 @@ func (p *Pool) attempt(m *Member, code int, err error) {
 	}
 }
 
-// Succeeded records that m worked with cred (nil: nothing to confirm).
-func (p *Pool) Succeeded(m *Member, cred *credentials.Credential) {
+// succeeded records that m worked with cred (nil: nothing to confirm);
+// how is "request" or "probe".
+func (p *Pool) succeeded(m *Member, cred *credentials.Credential, how string) {
 	if cred != nil && m.auth != nil {
 		m.auth.Confirm(cred)
 	}
 	if m.MarkUp(p.now()) {
 		if ev := p.Events; ev != nil && ev.Up != nil {
-			ev.Up(p.Name, m, "request")
+			ev.Up(p.Name, m, how)
 		}
 	}
 }
@@ -324,6 +401,10 @@ func (p *Pool) Failed(m *Member, err error) (retry bool) {
 // connection but is slow to answer is not blamed (Squid answers CONNECT only
 // after reaching the destination) and not retried.
 func Fault(err error) (member, retry bool) {
+	var sil *Silence
+	if errors.As(err, &sil) {
+		return false, true // blamed by Do if another member answers
+	}
 	var r *Refusal
 	if errors.As(err, &r) {
 		switch {
@@ -363,15 +444,19 @@ func hostOf(target string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
 }
 
-func (p *Pool) timeout() time.Duration {
+// Timeout is ConnectTimeout, or DefaultConnectTimeout when that is zero.
+func (p *Pool) Timeout() time.Duration {
 	if p.ConnectTimeout > 0 {
 		return p.ConnectTimeout
 	}
 	return DefaultConnectTimeout
 }
 
-func (p *Pool) dialMember(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout())
+// OpenTunnel makes one attempt at a tunnel to target through m with cred
+// (nil: none): no failover, no fallback, no health verdict (Do's work). It
+// returns the member's status code (0 when it did not answer).
+func (p *Pool) OpenTunnel(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout())
 	defer cancel()
 	if m.URL.Scheme == SchemeSOCKS5 {
 		t, err := p.dialSOCKS(ctx, m, target, cred)
@@ -390,8 +475,12 @@ func (p *Pool) dialMember(ctx context.Context, m *Member, target string, cred *c
 		c.Close()
 		code := 0
 		var r *Refusal
-		if errors.As(err, &r) {
+		var pe *proxystatus.Error
+		switch {
+		case errors.As(err, &r):
 			code = r.Code
+		case errors.As(err, &pe) && pe.Type == proxystatus.ConnectionReadTimeout:
+			err = &Silence{Err: pe} // it took the CONNECT and said nothing
 		}
 		return nil, code, err
 	}

@@ -2,9 +2,12 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"egret.io/egret/internal/credentials"
 )
 
 // Defaults for Probe fields left zero.
@@ -67,7 +70,12 @@ func (p *Pool) ProbeOnce(ctx context.Context, pr Probe) {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			t, err := p.probeMember(pctx, m, pr.Target)
+			var t *Tunnel
+			cred, err := p.tryMember(pctx, m, false, nil, func(ctx context.Context, m *Member, cred *credentials.Credential, _ bool) (int, error) {
+				tt, code, err := p.OpenTunnel(ctx, m, pr.Target, cred)
+				t = tt
+				return code, err
+			})
 			if t != nil {
 				t.Close()
 			}
@@ -80,33 +88,21 @@ func (p *Pool) ProbeOnce(ctx context.Context, pr Probe) {
 			if ctx.Err() != nil {
 				return
 			}
-			if err != nil {
+			var sil *Silence
+			switch {
+			case err == nil:
+				p.succeeded(m, cred, "probe")
+			case errors.As(err, &sil):
+				// The probe target is the operator's choice of a
+				// destination that answers: the silence is the member's.
+				d := m.MarkDown(p.now(), p.Backoff, sil.Err.Error())
+				if ev := p.Events; ev != nil && ev.Down != nil {
+					ev.Down(p.Name, m, d, err)
+				}
+			default:
 				p.Failed(m, err)
 			}
 		}()
 	}
 	wg.Wait()
-}
-
-func (p *Pool) probeMember(ctx context.Context, m *Member, target string) (*Tunnel, error) {
-	cred := m.Credential()
-	t, code, err := p.dialMember(ctx, m, target, cred)
-	if code == 407 && m.auth != nil {
-		if fb := m.auth.Fallback(); fb != nil {
-			t, _, err = p.dialMember(ctx, m, target, fb)
-			cred = nil
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if cred != nil && m.auth != nil {
-		m.auth.Confirm(cred)
-	}
-	if m.MarkUp(p.now()) {
-		if ev := p.Events; ev != nil && ev.Up != nil {
-			ev.Up(p.Name, m, "probe")
-		}
-	}
-	return t, nil
 }

@@ -167,3 +167,64 @@ func TestBadConfigExits2(t *testing.T) {
 		t.Error("password in the error output")
 	}
 }
+
+// TestSecondSignalExitsAtOnce: a second SIGINT during the drain ends the
+// process at once (Ctrl-C twice), with a tunnel still open and most of the
+// drain period left.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	target := echoServer(t)
+	proxyAddr, admin := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(egretBin, "proxy", "--listen", proxyAddr, "--admin-listen", admin, "--drain-period", "30s", "--drain-timeout", "30s")
+	var logs testutil.SyncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("egret log:\n%s", logs.String())
+		}
+	})
+	start := time.Now()
+	for readyz(admin) != 200 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("never ready")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	c, _, err := tunnelTo(proxyAddr, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cmd.Process.Signal(os.Interrupt)
+	for readyz(admin) != 503 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the first SIGINT did not start the drain")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("exited on the first SIGINT (%v): the drain was skipped", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	second := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-exited:
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 130 {
+			t.Errorf("exit %v, want status 130", err)
+		}
+		t.Logf("second SIGINT to exit: %v", time.Since(second))
+	case <-time.After(3 * time.Second):
+		t.Fatal("a second SIGINT did not end the drain")
+	}
+	if !strings.Contains(logs.String(), "second signal: exiting without waiting for the drain") {
+		t.Errorf("no log line for the second signal:\n%s", logs.String())
+	}
+}

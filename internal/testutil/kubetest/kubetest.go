@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"egret.io/egret/internal/testutil"
 )
 
 // KubeVersion is the Kubernetes release the cached binaries are built from.
@@ -39,21 +41,13 @@ type Cluster struct {
 }
 
 // AssetsDir returns the directory holding kube-apiserver and etcd:
-// $KUBEBUILDER_ASSETS if set, else $EGRET_CACHE/kube/<version>, else
-// ~/.cache/egret/kube/<version>.
+// $KUBEBUILDER_ASSETS if set, else testutil.CacheDir()/kube/<version>
+// ($EGRET_CACHE, else ~/.cache/egret).
 func AssetsDir() string {
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		return d
 	}
-	base := os.Getenv("EGRET_CACHE")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		base = filepath.Join(home, ".cache", "egret")
-	}
-	return filepath.Join(base, "kube", KubeVersion)
+	return filepath.Join(testutil.CacheDir(), "kube", KubeVersion)
 }
 
 // missing returns a reason when a binary is absent, else "".

@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"egret.io/egret/internal/http1"
+	"egret.io/egret/internal/proxystatus"
+	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/sniff"
+)
+
+// The one admission path. Every listener — the explicit HTTP listener's
+// forwarded requests and CONNECT tunnels, the transparent listener and the
+// SOCKS5 listener — speaks only its own protocol: it reads where the client
+// wants to go into a target and hands it to admit, which applies the policy
+// they all share, in one order:
+//
+//	client allow-list and per-client limit → destination → loop check →
+//	route → deny → destination limits and breaker
+//
+// and then to open (tunnels) or the forwarder (requests), which dial with
+// the SSRF guard and the loop check on every address (dialDirect). A rule
+// that holds on one listener holds on all; finish writes the one log line
+// and the metrics of each.
+
+// target is what a listener learned about a client's destination.
+type target struct {
+	// hostport is the destination as the client named it: a CONNECT
+	// authority, an absolute URL's host, a SOCKS5 address; with defPort
+	// set the port may be missing.
+	hostport string
+	defPort  uint16
+	// transparent is set for a redirected connection: orig is where it was
+	// going, sniffed what its first bytes name (hostport is unused).
+	transparent bool
+	orig        netip.AddrPort
+	sniffed     sniff.Result
+	// via holds the request's Via field values (HTTP), for the loop check.
+	via []string
+	// tunnel marks a tunnel (it takes a slot of the tunnel limit).
+	tunnel bool
+}
+
+// admission is a destination admit let through.
+type admission struct {
+	st   *State
+	dest route.Dest // as logged and routed
+	dial route.Dest // what to connect to (transparent: the original address)
+	dec  route.Decision
+	// breaker is set when the destination's breaker awaits the outcome
+	// (reportDest).
+	breaker bool
+}
+
+// admit applies the shared policy to a client's request or tunnel. ev
+// gets the destination and the decision as they become known (for the
+// log line), and the limit slots taken, released when ev finishes. A
+// refusal is the error to answer with.
+func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, *proxystatus.Error) {
+	if !ev.clientAdmitted {
+		if e := s.admitClient(ev); e != nil {
+			return nil, e
+		}
+	}
+	a := &admission{st: s.state.Load()}
+	if tg.transparent {
+		if e := s.selfLoop(ev, tg.orig); e != nil {
+			return nil, e
+		}
+		a.dest, a.dial, a.dec = s.routeTransparent(ctx, a.st, tg.orig, tg.sniffed)
+	} else {
+		dest, err := route.ParseDest(tg.hostport, tg.defPort)
+		if err != nil {
+			return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "destination: " + proxystatus.Scrub(err.Error())}
+		}
+		a.dest, a.dial = dest, dest
+		ev.dest = dest.String()
+		if e := s.loopVia(tg.via); e != nil {
+			return nil, e
+		}
+		if dest.Addr.IsValid() && s.raw.isSelf(netip.AddrPortFrom(dest.Addr, dest.Port)) {
+			return nil, s.loopSelf(dest)
+		}
+		a.dec = s.Route(ctx, a.st, dest)
+	}
+	ev.dest, ev.dec, ev.decided = a.dest.String(), a.dec, true
+	if a.dec.Action == route.Deny {
+		return nil, denied(a.dest, a.dec)
+	}
+	breaker, err := s.admitDest(a.dest, tg.tunnel, &ev.release)
+	if err != nil {
+		return nil, proxystatus.From(err)
+	}
+	a.breaker = breaker
+	return a, nil
+}
+
+// admitClient applies the client allow-list and the per-client limit to
+// the request or tunnel of ev (whose client is "ip:port"). The client's
+// slot is released when ev finishes. An address that does not parse is an
+// unknown client: refused by an allow-list, and limited as one client.
+func (s *Server) admitClient(ev *event) *proxystatus.Error {
+	ev.clientAdmitted = true
+	p := &s.opts.Protection
+	if len(p.ClientCIDRs) == 0 && p.Clients == nil {
+		return nil
+	}
+	ip, ok := clientIP(ev.client)
+	if len(p.ClientCIDRs) > 0 && !(ok && containsAddr(p.ClientCIDRs, ip)) {
+		s.countPolicy("client")
+		return &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: fmt.Sprintf("client %s is not on this proxy's client allow-list", ev.client)}
+	}
+	if p.Clients != nil {
+		key := "unknown"
+		if ok {
+			key = ip.String()
+		}
+		rel, err := p.Clients.Acquire(key)
+		if err != nil {
+			return s.limitErr(err)
+		}
+		ev.release.add(rel)
+	}
+	return nil
+}
+
+// clientIP is the address of a client "ip:port", without an IPv4-mapped
+// prefix or a zone.
+func clientIP(client string) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(client)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap().WithZone(""), true
+}
+
+func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// loopVia refuses a request that already passed through this proxy.
+func (s *Server) loopVia(via []string) *proxystatus.Error {
+	for _, v := range via {
+		if http1.ViaHas(v, s.opts.Via) {
+			return &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: "this request has already passed through " + s.opts.Via}
+		}
+	}
+	return nil
+}
+
+// selfLoop refuses a redirected connection whose original destination is
+// one of egret's own listeners.
+func (s *Server) selfLoop(ev *event, orig netip.AddrPort) *proxystatus.Error {
+	if !s.raw.isSelf(orig) {
+		return nil
+	}
+	s.log.Warn("transparent: refused a connection to egret itself (loop guard)", "client", ev.client, logOrigDst, orig.String())
+	return &proxystatus.Error{Type: proxystatus.ProxyLoopDetected,
+		Detail: orig.String() + " is egret's own listener: the connection was not redirected, or was redirected back to egret"}
+}
+
+func (s *Server) loopSelf(dest route.Dest) *proxystatus.Error {
+	return &proxystatus.Error{Type: proxystatus.ProxyLoopDetected, Detail: dest.String() + " is one of egret's own listeners"}
+}
+
+// observeSetup records how long a tunnel took to be established.
+func (s *Server) observeSetup(ev *event) {
+	if s.m != nil {
+		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
+	}
+}
+
+// scrubHost is a client's destination text fit for the log line before
+// it has been parsed: without user information.
+func scrubHost(h string) string {
+	if i := strings.LastIndexByte(h, '@'); i >= 0 {
+		return h[i+1:]
+	}
+	return h
+}

@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"egret.io/egret/internal/route"
+)
+
+// hangingPeer accepts connections, never answers, and reports on closed
+// when egret closes one.
+func hangingPeer(t *testing.T) (addr string, closed chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	closed = make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				io.Copy(io.Discard, c)
+				c.Close()
+				closed <- struct{}{}
+			}()
+		}
+	}()
+	return ln.Addr().String(), closed
+}
+
+// TestClientGoneCancelsTheWait: a client that leaves while egret waits on
+// its behalf — for a member's CONNECT answer, or an origin's response
+// header — ends the wait at once, on every listener: the far side's
+// connection is closed long before any timeout (issue 11).
+func TestClientGoneCancelsTheWait(t *testing.T) {
+	member, memberClosed := hangingPeer(t)
+	originAddr, originClosed := hangingPeer(t)
+	_, oport, _ := net.SplitHostPort(originAddr)
+	l := startListeners(t, proxyConf{
+		def: route.Direct, members: []string{"http://" + member},
+		hosts:    map[string]string{"pooled.test": "127.0.0.1", "slow.test": "127.0.0.1"},
+		rules:    []route.Rule{{Match: route.Match{Hosts: []string{"pooled.test"}}, Action: route.Upstream, Source: "test pool"}},
+		timeouts: Timeouts{UpstreamConnect: 30 * time.Second, ResponseHeader: 30 * time.Second},
+	}, Protection{})
+	wantClosed := func(t *testing.T, ch chan struct{}, what string) {
+		t.Helper()
+		defer func() { // nothing of this subtest is left for the next
+			for len(ch) > 0 {
+				<-ch
+			}
+		}()
+		select {
+		case <-ch:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s still waited after its client left", what)
+		}
+	}
+	leave := func(c net.Conn) {
+		time.Sleep(150 * time.Millisecond) // past watchDelay: egret is waiting
+		c.Close()
+	}
+	t.Run("http", func(t *testing.T) {
+		c := dialRaw(t, l.Addr)
+		c.Send("GET http://slow.test:%s/ HTTP/1.1\r\nHost: slow.test\r\n\r\n", oport)
+		leave(c.C)
+		wantClosed(t, originClosed, "the origin connection")
+	})
+	t.Run("connect", func(t *testing.T) {
+		c := dialRaw(t, l.Addr)
+		c.Send("CONNECT pooled.test:443 HTTP/1.1\r\nHost: pooled.test:443\r\n\r\n")
+		leave(c.C)
+		wantClosed(t, memberClosed, "the member's CONNECT")
+	})
+	t.Run("socks5", func(t *testing.T) {
+		c, err := net.Dial("tcp", l.socksAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Method negotiation (no auth), then CONNECT pooled.test:443.
+		c.Write([]byte{5, 1, 0})
+		var b [2]byte
+		io.ReadFull(c, b[:])
+		name := "pooled.test"
+		c.Write(append(append([]byte{5, 1, 0, 3, byte(len(name))}, name...), 1, 187))
+		leave(c)
+		wantClosed(t, memberClosed, "the member's CONNECT")
+	})
+	t.Run("transparent", func(t *testing.T) {
+		ap := netip.MustParseAddrPort("127.0.0.1:443")
+		l.orig.Store(&ap)
+		c := dialRaw(t, l.transAddr)
+		c.Send("GET / HTTP/1.1\r\nHost: pooled.test\r\n\r\n")
+		leave(c.C)
+		wantClosed(t, memberClosed, "the member's CONNECT")
+	})
+	// One line per listener says the client left.
+	waitFor(t, func() bool { return strings.Count(l.Log.String(), `"status":0,"error":"connection_terminated"`) == 4 })
+}

@@ -1,0 +1,128 @@
+package proxyd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// swapFile replaces path the way the kubelet updates a mounted ConfigMap:
+// the new content is written beside it and renamed over it.
+func swapFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".new-"+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statusJSON(t *testing.T, e *egret) map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + e.Admin + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return m
+}
+
+// TestLiveReload: a change of the configuration file swaps routes, rules
+// and pools in without a restart, while an open tunnel keeps running and a
+// member keeps its health; a file that does not validate keeps the
+// configuration in force and says why (log, metric, status page); SIGHUP
+// reloads too; settings a reload cannot apply are named (issue 12).
+func TestLiveReload(t *testing.T) {
+	_, port := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.Host) }))
+	echo := tcpOrigin(t, func(c net.Conn) { io.Copy(c, c) })
+	dead := deadAddr(t)
+	hosts := map[string]string{"a.test": "127.0.0.1", "b.test": "127.0.0.1"}
+	conf := func(deny, pool string) string {
+		return fmt.Sprintf("version: 1\ndeny:\n  hosts: [%s]\npools:\n  spare:\n    members: [\"http://%s\"]\nroutes:\n- hosts: [%s]\n  action: upstream:spare\n", deny, dead, pool)
+	}
+	e := runEgret(t, nil, conf("a.test", "pooled.test"), hosts)
+	get := func(host string) string {
+		code, _, _ := curl(t, e.Proxy, "http://"+host+":"+port+"/", false)
+		return code
+	}
+	if get("a.test") != "403" || get("b.test") != "200" {
+		t.Fatal("the first configuration is not in force")
+	}
+	// The dead member of pool spare goes down.
+	if code := get("pooled.test"); code != "502" {
+		t.Fatalf("pool with a dead member: %s", code)
+	}
+	memberDown := fmt.Sprintf(`egret_upstream_member_up{member="http://%s",pool="spare"} 0`, dead)
+	if !strings.Contains(e.metrics(t), memberDown) {
+		t.Fatalf("the dead member is not down:\n%s", grep(e.metrics(t), "member_up"))
+	}
+	tun := dialRaw(t, e.Proxy)
+	tun.Send("CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: x\r\n\r\n", echo)
+	if resp, err := http.ReadResponse(tun.BR, &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("tunnel: %v %v", resp, err)
+	}
+
+	t.Run("file-change", func(t *testing.T) {
+		swapFile(t, e.ConfigFile, conf("b.test", "pooled.test"))
+		waitFor(t, func() bool { return get("b.test") == "403" })
+		if get("a.test") != "200" {
+			t.Error("the old deny rule is still in force")
+		}
+		if !strings.Contains(e.metrics(t), `egret_config_reloads_total{result="ok",what="config"} 1`) {
+			t.Errorf("reload not counted:\n%s", grep(e.metrics(t), "reloads"))
+		}
+		if !strings.Contains(e.metrics(t), memberDown) {
+			t.Error("the member's health did not survive the reload")
+		}
+	})
+	t.Run("tunnel-kept", func(t *testing.T) {
+		tun.Send("ping")
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(tun.BR, b); err != nil || string(b) != "ping" {
+			t.Fatalf("the tunnel opened before the reload: %q %v", b, err)
+		}
+	})
+	t.Run("bad-file-keeps-the-configuration", func(t *testing.T) {
+		swapFile(t, e.ConfigFile, conf("b.test", "pooled.test")+"limits:\n  max_tunels: 3\n")
+		waitFor(t, func() bool {
+			return strings.Contains(e.metrics(t), `egret_config_reloads_total{result="error",what="config"} 1`)
+		})
+		if get("b.test") != "403" || get("a.test") != "200" {
+			t.Error("a configuration that failed validation changed the routes")
+		}
+		cfg, _ := statusJSON(t, e)["config"].(map[string]any)
+		if msg, _ := cfg["last_error"].(string); !strings.Contains(msg, "max_tunels") {
+			t.Errorf("status.json does not say why: %v", cfg)
+		}
+		if !strings.Contains(e.Log.String(), "configuration not reloaded") {
+			t.Error("the log does not say the reload failed")
+		}
+	})
+	t.Run("sighup", func(t *testing.T) {
+		// Write the file without a watchable change in between: the
+		// signal, not the watch, must pick it up. The watch sees it too;
+		// either way the rules must follow.
+		swapFile(t, e.ConfigFile, conf("a.test, b.test", "pooled.test")+"timeouts:\n  dial: 3s\n")
+		e.Hangup <- syscall.SIGHUP
+		waitFor(t, func() bool { return get("a.test") == "403" && get("b.test") == "403" })
+		waitFor(t, func() bool {
+			cfg, _ := statusJSON(t, e)["config"].(map[string]any)
+			r, _ := cfg["needs_restart"].([]any)
+			return len(r) == 1 && r[0] == "timeouts"
+		})
+		if !strings.Contains(e.Log.String(), "take effect at the next restart") {
+			t.Error("the log does not name the settings a reload cannot apply")
+		}
+	})
+}

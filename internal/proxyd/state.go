@@ -1,0 +1,94 @@
+package proxyd
+
+import (
+	"crypto/tls"
+
+	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/credentials"
+	"egret.io/egret/internal/limit"
+	"egret.io/egret/internal/proxy"
+	"egret.io/egret/internal/resolve"
+	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/upstream"
+)
+
+// BuildState turns a configuration into the proxy's routing state: the
+// route table and a pool per configured pool. health keeps the members'
+// health across rebuilds (nil: each pool keeps its own); store is given to
+// members without credentials of their own (nil: none).
+func BuildState(cfg *config.Proxy, health *upstream.Health, store *credentials.Store) (*proxy.State, error) {
+	tbl, err := route.New(cfg.Rules, cfg.Default, cfg.DefaultPool)
+	if err != nil {
+		return nil, err
+	}
+	st := &proxy.State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: config.DefaultPool}
+	pool := func(name string) *upstream.Pool {
+		p := &upstream.Pool{Name: name, ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect), Health: health, Credentials: store}
+		if o, ok := cfg.PoolOptions[name]; ok {
+			p.Policy, p.Backoff = o.Policy, o.Backoff
+			if o.RootCAs != nil || o.ServerName != "" {
+				p.TLSConfig = &tls.Config{RootCAs: o.RootCAs, ServerName: o.ServerName}
+			}
+		}
+		return p
+	}
+	for name, ms := range cfg.Pools {
+		p := pool(name)
+		p.Members = ms
+		st.Pools[name] = p
+	}
+	for name := range cfg.PoolOptions {
+		if st.Pools[name] == nil { // a pool whose member file is empty for now
+			st.Pools[name] = pool(name)
+		}
+	}
+	return st, nil
+}
+
+// BuildProtection turns the configuration's gateway hardening and limits
+// into the proxy's Protection.
+func BuildProtection(cfg *config.Proxy) proxy.Protection {
+	var p proxy.Protection
+	p.ClientCIDRs = cfg.Gateway.ClientCIDRs
+	if cfg.Gateway.SSRFGuard {
+		p.Guard = &resolve.Guard{Allow: cfg.Gateway.AllowCIDRs, Own: resolve.OwnAddrs()}
+	}
+	l := cfg.Limits
+	if l.Breaker.Failures > 0 {
+		p.Breakers = limit.NewBreakers(l.Breaker)
+	}
+	if d := (&limit.Destinations{Default: l.PerDestination, Rules: l.Destinations}); d.Enabled() {
+		p.Destinations = d
+	}
+	if l.ClientMaxConcurrent > 0 {
+		p.Clients = &limit.Clients{MaxConcurrent: l.ClientMaxConcurrent}
+	}
+	if l.ClientMaxConnections > 0 {
+		p.ClientConns = &limit.Clients{MaxConcurrent: l.ClientMaxConnections, Kind: limit.KindClientConns}
+	}
+	if l.MaxTunnels > 0 {
+		p.Tunnels = &limit.Counter{Max: int64(l.MaxTunnels)}
+	}
+	return p
+}
+
+// Options turns the configuration's fixed settings into the proxy's
+// Options (dependencies are added by Run).
+func options(cfg *config.Proxy) proxy.Options {
+	t := cfg.Timeouts
+	return proxy.Options{
+		Via: cfg.Via,
+		Timeouts: proxy.Timeouts{
+			Dial: t.Dial, UpstreamConnect: t.UpstreamConnect, HeaderRead: t.HeaderRead,
+			ClientIdle: t.ClientIdle, TunnelIdle: t.TunnelIdle, ResponseHeader: t.ResponseHeader,
+		},
+		Protection: BuildProtection(cfg),
+	}
+}
+
+func positive[T ~int64](d T) T {
+	if d < 0 {
+		return 0
+	}
+	return d
+}

@@ -13,7 +13,9 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -538,20 +540,97 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // perProcess runs a client that reads the environment once per process:
-// one process per environment.
+// one process per environment. The environments are shared out over
+// $EGRET_DIFF_LANES worlds (default 2) run side by side: a process start is
+// most of the cost. When the first two environments' processes never start
+// (a package that cannot load), the others are not tried: they fail alike.
 func (w *world) perProcess(t *testing.T, name string, argv []string, extraEnv []string, dir string, cases []diffCase) (map[string]harnessResult, string) {
-	got := map[string]harnessResult{}
-	version := ""
-	for _, g := range groupByEnv(cases) {
-		cr := &clientRun{name: name, argv: argv, dir: dir, env: append(envList(g[0].Env), extraEnv...)}
-		for k, v := range w.run(t, cr, g) {
-			got[k] = v
-			if v.Version != "" {
-				version = v.Version
+	t.Helper()
+	lanes := w.laneWorlds(t)
+	groups := groupByEnv(cases)
+	var (
+		mu           sync.Mutex
+		got          = map[string]harnessResult{}
+		version      string
+		errs         []error
+		deadGroups   int
+		anyStarted   bool
+		startFailure string
+	)
+	next := make(chan []diffCase)
+	var wg sync.WaitGroup
+	for _, lw := range lanes {
+		wg.Add(1)
+		go func(lw *world) {
+			defer wg.Done()
+			for g := range next {
+				mu.Lock()
+				skip := !anyStarted && deadGroups >= 2
+				mu.Unlock()
+				var res map[string]harnessResult
+				started := true
+				if skip {
+					res = map[string]harnessResult{}
+					for _, c := range g {
+						res[c.ID] = harnessResult{ID: c.ID, Result: "E", Detail: "no connection [" + startFailure + "]"}
+					}
+				} else {
+					cr := &clientRun{name: name, argv: argv, dir: dir, env: append(envList(g[0].Env), extraEnv...)}
+					var err error
+					if res, started, err = lw.runErr(cr, g); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						continue
+					}
+				}
+				mu.Lock()
+				for k, v := range res {
+					got[k] = v
+					if v.Version != "" {
+						version = v.Version
+					}
+					if !started && startFailure == "" {
+						startFailure = v.Detail
+					}
+				}
+				if started {
+					anyStarted = true
+				} else if !skip {
+					deadGroups++
+				}
+				mu.Unlock()
 			}
-		}
+		}(lw)
+	}
+	for _, g := range groups {
+		next <- g
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(errs) > 0 {
+		t.FailNow()
 	}
 	return got, version
+}
+
+// laneWorlds returns w and the extra worlds perProcess uses, built once.
+func (w *world) laneWorlds(t *testing.T) []*world {
+	t.Helper()
+	if w.lanes == nil {
+		n := 2
+		if v, err := strconv.Atoi(os.Getenv("EGRET_DIFF_LANES")); err == nil && v >= 1 {
+			n = v
+		}
+		w.lanes = []*world{w}
+		for len(w.lanes) < n {
+			w.lanes = append(w.lanes, newWorld(w.t, w.cases))
+		}
+	}
+	return w.lanes
 }
 
 // TestNoproxyGoHelper is the child process of TestDifferentialGo: net/http

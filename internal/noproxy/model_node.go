@@ -255,14 +255,15 @@ func (m undiciModel) decide(env Env, t *target) verdict {
 		}
 	}
 	// The constructor builds both agents: a bad value throws for every request.
-	if httpV != "" {
-		if err := undiciProxyURL(httpV); err != nil {
-			return fail(httpN+": "+err.Error()+" (the agent constructor throws)", notes...)
+	for _, pv := range [][2]string{{httpV, httpN}, {httpsV, httpsN}} {
+		if pv[0] == "" {
+			continue
 		}
-	}
-	if httpsV != "" {
-		if err := undiciProxyURL(httpsV); err != nil {
-			return fail(httpsN+": "+err.Error()+" (the agent constructor throws)", notes...)
+		if err := undiciProxyURL(pv[0]); err != nil {
+			return fail(pv[1]+": "+err.Error()+" (the agent constructor throws)", notes...)
+		}
+		if s := schemeOf(pv[0]); !m.socks && (s == "socks5" || s == "socks") {
+			return fail(fmt.Sprintf("%s: %s proxies are not supported before undici 7.23 (the agent throws, for every request)", pv[1], s), notes...)
 		}
 	}
 	np, npName, _ := env.firstSet(order("no_proxy", "NO_PROXY")...)
@@ -290,9 +291,6 @@ func (m undiciModel) decide(env Env, t *target) verdict {
 	switch schemeOf(val) {
 	case "http", "https":
 	case "socks5", "socks":
-		if !m.socks {
-			return fail(fmt.Sprintf("%s: %s proxies are not supported before undici 7.23 (the request throws)", name, schemeOf(val)), notes...)
-		}
 	default:
 		return fail(fmt.Sprintf("%s: undici supports only http://, https:// and socks5:// proxies (the request throws)", name), notes...)
 	}

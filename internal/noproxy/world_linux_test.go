@@ -46,6 +46,9 @@ type world struct {
 	seen      []sighting
 	listeners []*recorder
 	dials     chan dialReq
+
+	cases []diffCase // what it was built for (lanes are built alike)
+	lanes []*world   // more worlds for processes run side by side; lanes[0] is w
 }
 
 // sighting is one connection a listener accepted.
@@ -86,7 +89,7 @@ var diffProxyPorts = []int{8, 9}
 func newWorld(t *testing.T, cases []diffCase) *world {
 	t.Helper()
 	netns.Require(t)
-	w := &world{t: t, ns: netns.New(t, "noproxy"), hosts: map[string]netip.Addr{}, dials: make(chan dialReq)}
+	w := &world{t: t, ns: netns.New(t, "noproxy"), hosts: map[string]netip.Addr{}, dials: make(chan dialReq), cases: cases}
 	names, ips, ports := caseHosts(cases)
 	addrs := []string{sentinel4 + "/32", sentinel6 + "/128"}
 	for _, ip := range ips {
@@ -403,6 +406,16 @@ type clientRun struct {
 // judged on its own.
 func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]harnessResult {
 	t.Helper()
+	res, _, err := w.runErr(cr, cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// runErr is run without a *testing.T (lanes run it in goroutines). started
+// is false when the process never started (see the shortcut below).
+func (w *world) runErr(cr *clientRun, cases []diffCase) (res map[string]harnessResult, started bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var p *clientProc
@@ -411,7 +424,7 @@ func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]ha
 			p.stop()
 		}
 	}()
-	res := map[string]harnessResult{}
+	res = map[string]harnessResult{}
 	fresh, startupDeaths, answered, deadAtStart := false, 0, 0, ""
 	for _, c := range cases {
 		if deadAtStart != "" {
@@ -422,7 +435,9 @@ func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]ha
 			continue
 		}
 		if p == nil {
-			p = w.start(ctx, t, cr)
+			if p, err = w.start(ctx, cr); err != nil {
+				return nil, false, err
+			}
 			fresh = true
 		}
 		w.take()
@@ -451,10 +466,10 @@ func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]ha
 					err = json.Unmarshal([]byte(l), &hl)
 				}
 				if err != nil || hl.ID != c.ID {
-					t.Fatalf("%s: case %s: harness printed %q (%v)", cr.name, c.ID, l, err)
+					return nil, true, fmt.Errorf("%s: case %s: harness printed %q (%v)", cr.name, c.ID, l, err)
 				}
 			case <-time.After(60 * time.Second):
-				t.Fatalf("%s: case %s (%s): no answer in 60s; stderr: %s", cr.name, c.ID, c.URL, p.stderr.String())
+				return nil, true, fmt.Errorf("%s: case %s (%s): no answer in 60s; stderr: %s", cr.name, c.ID, c.URL, p.stderr.String())
 			}
 		}
 		if dead != "" {
@@ -471,7 +486,7 @@ func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]ha
 		}
 		fresh = false
 		if err := w.barrier(); err != nil {
-			t.Fatalf("%s: %v", cr.name, err)
+			return nil, true, fmt.Errorf("%s: %v", cr.name, err)
 		}
 		code, detail := observed(w.take())
 		if hl.Result != "" {
@@ -490,7 +505,7 @@ func (w *world) run(t *testing.T, cr *clientRun, cases []diffCase) map[string]ha
 		}
 		res[c.ID] = harnessResult{ID: c.ID, Result: code, Detail: detail, Version: hl.Version}
 	}
-	return res
+	return res, answered > 0 || deadAtStart == "", nil
 }
 
 // clientProc is one running harness process.
@@ -501,8 +516,7 @@ type clientProc struct {
 	stderr *testutil.SyncBuffer
 }
 
-func (w *world) start(ctx context.Context, t *testing.T, cr *clientRun) *clientProc {
-	t.Helper()
+func (w *world) start(ctx context.Context, cr *clientRun) (*clientProc, error) {
 	cmd := w.ns.Command(ctx, cr.argv...)
 	cmd.Dir = cr.dir
 	cmd.Env = cr.env
@@ -513,14 +527,14 @@ func (w *world) start(ctx context.Context, t *testing.T, cr *clientRun) *clientP
 	cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", cr.name, err)
+		return nil, fmt.Errorf("%s: %v", cr.name, err)
 	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -530,7 +544,7 @@ func (w *world) start(ctx context.Context, t *testing.T, cr *clientRun) *clientP
 		}
 		close(p.lines)
 	}()
-	return p
+	return p, nil
 }
 
 // stop closes stdin (the harness then exits) and waits for the process.

@@ -6,7 +6,7 @@ PKGS  ?= ./...
 # Test timeout for the whole suite; e2e tests start real Squids, clients and an API server.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help build image image-iptables test test-deps test-short vet fmt fuzz bench bench-go bench-compare clean
+.PHONY: help build image image-iptables test test-deps test-short vet fmt fuzz bench bench-go bench-compare bench-referee clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -65,8 +65,15 @@ bench: bench-go bench-compare ## Go benchmarks and the side-by-side comparison
 bench-go: ## Go benchmarks of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/... | tee bench-go.txt
 
-bench-compare: build ## egret beside Squid, tinyproxy and Smokescreen (../shared/bench/compare.sh)
+# Flags of tools/bench for bench-compare (go run ./tools/bench -h lists them; docs/performance.md).
+BENCH_FLAGS ?= -rounds 3
+bench-compare: build ## egret beside Traffic Server, minproxy, Squid, Smokescreen, tinyproxy (installs them; tools/bench): table, bench.json
+	@smokescreen=$$(./scripts/bench-deps.sh) && \
+	cmd="$(GO) run ./tools/bench -egret $(BIN) -smokescreen $$smokescreen -json bench.json $(BENCH_FLAGS)" && \
+	echo "$$cmd" && eval "$$cmd"
+
+bench-referee: build ## the outside referee ../shared/bench/compare.sh on plain and gateway egret, when it exists
 	./scripts/bench-compare.sh
 
 clean:
-	rm -rf bin bench-go.txt
+	rm -rf bin bench-go.txt bench.json

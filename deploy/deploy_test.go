@@ -32,7 +32,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 
-var kustomizations = []string{"base", "overlays/default", "overlays/cert-manager", "app-namespace"}
+var kustomizations = []string{"base", "overlays/default", "overlays/monitoring", "overlays/cert-manager", "overlays/other-namespace", "app-namespace"}
 
 // render runs kustomize (the Go API, as `kustomize build` does) on dir.
 func render(t *testing.T, dir string) ([]*unstructured.Unstructured, []byte) {
@@ -77,9 +77,16 @@ func TestRender(t *testing.T) {
 			if len(objs) == 0 {
 				t.Fatal("nothing rendered")
 			}
+			_, y := render(t, dir)
 			for _, o := range objs {
 				if o.GetLabels()["app.kubernetes.io/part-of"] != "egret" && dir != "app-namespace" {
 					t.Errorf("%s/%s lacks the part-of label", o.GetKind(), o.GetName())
+				}
+			}
+			// Another namespace and registry reach every field that names them.
+			if dir == "overlays/other-namespace" {
+				if strings.Contains(string(y), "egret-system") || strings.Contains(string(y), "ghcr.io") {
+					t.Errorf("egret-system or ghcr.io left in a rendering for namespace egret-proxy and another registry:\n%s", y)
 				}
 			}
 		})
@@ -95,9 +102,13 @@ func TestGatewayManifest(t *testing.T) {
 	if r, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); r != 3 {
 		t.Errorf("replicas = %d", r)
 	}
-	anti, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-	if len(anti) != 1 || anti[0].(map[string]any)["topologyKey"] != "kubernetes.io/hostname" {
-		t.Errorf("anti-affinity per node: %v", anti)
+	// Preferred, never required: 3 replicas schedule on a one-node cluster.
+	if req, ok, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"); ok {
+		t.Errorf("required anti-affinity leaves replicas Pending on small clusters: %v", req)
+	}
+	anti, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+	if len(anti) != 1 {
+		t.Errorf("preferred anti-affinity per node: %v", anti)
 	}
 	ctrs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 	c := ctrs[0].(map[string]any)
@@ -116,8 +127,25 @@ func TestGatewayManifest(t *testing.T) {
 			t.Errorf("gateway container lacks %s", p)
 		}
 	}
-	if v, _, _ := unstructured.NestedFieldNoCopy(find(objs, "PodDisruptionBudget", "egret-gateway").Object, "spec", "minAvailable"); fmt.Sprint(v) != "2" {
-		t.Errorf("PDB minAvailable = %v", v)
+	if v, _, _ := unstructured.NestedFieldNoCopy(find(objs, "PodDisruptionBudget", "egret-gateway").Object, "spec", "maxUnavailable"); fmt.Sprint(v) != "1" {
+		t.Errorf("PDB maxUnavailable = %v, want 1 (a drain proceeds on any cluster size)", v)
+	}
+	env := map[string]string{}
+	for _, e := range c["env"].([]any) {
+		e := e.(map[string]any)
+		env[e["name"].(string)], _ = e["value"].(string)
+	}
+	if env["EGRET_ADMIN_TOKEN_FILE"] != "/var/run/secrets/egret-admin/token" || env["EGRET_CLIENT_MAX_CONCURRENT"] != "256" {
+		t.Errorf("gateway env %v", env)
+	}
+	// kube-score: UID and GID at least 10000, ephemeral-storage asked for.
+	for _, k := range []string{"runAsUser", "runAsGroup"} {
+		if v, _, _ := unstructured.NestedInt64(d.Object, "spec", "template", "spec", "securityContext", k); v < 10000 {
+			t.Errorf("%s %d < 10000", k, v)
+		}
+	}
+	if r := c["resources"].(map[string]any)["requests"].(map[string]any); r["ephemeral-storage"] == nil {
+		t.Errorf("no ephemeral-storage request: %v", r)
 	}
 	ports, _, _ := unstructured.NestedSlice(find(objs, "Service", "egret-gateway").Object, "spec", "ports")
 	if fmt.Sprint(ports[0].(map[string]any)["port"]) != "3128" {
@@ -149,7 +177,7 @@ func TestManifestsPassLint(t *testing.T) {
 // TestAlertsAndDashboard checks the PrometheusRule and the dashboard use
 // egret_ metric names (the catalog the proxy exports) and valid JSON.
 func TestAlertsAndDashboard(t *testing.T) {
-	objs, _ := render(t, "overlays/default")
+	objs, _ := render(t, "overlays/monitoring")
 	pr := find(objs, "PrometheusRule", "egret")
 	if pr == nil {
 		t.Fatal("no PrometheusRule")
@@ -245,7 +273,15 @@ func TestApplyToAPIServer(t *testing.T) {
 	if err := apiextensionsv1.AddToScheme(c.Scheme()); err != nil {
 		t.Fatal(err)
 	}
+	// The default install on a bare API server: no CRD of anyone else.
+	{
+		objs, _ := render(t, "overlays/default")
+		t.Run("default-on-bare-apiserver-dry-run", func(t *testing.T) { applyAll(t, c, objs, "", true) })
+		t.Run("default-on-bare-apiserver", func(t *testing.T) { applyAll(t, c, objs, "", false) })
+	}
 	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{
+		minimalCRD("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+		minimalCRD("monitoring.coreos.com", "PodMonitor", "podmonitors"),
 		minimalCRD("monitoring.coreos.com", "PrometheusRule", "prometheusrules"),
 		minimalCRD("cert-manager.io", "Certificate", "certificates"),
 		minimalCRD("cert-manager.io", "Issuer", "issuers"),
@@ -277,7 +313,7 @@ func TestApplyToAPIServer(t *testing.T) {
 	}
 	// cert-manager first: the default install (self-managed CA) is the
 	// state the webhook test below runs against.
-	for _, dir := range []string{"overlays/cert-manager", "overlays/default"} {
+	for _, dir := range []string{"overlays/cert-manager", "overlays/monitoring", "overlays/default"} {
 		objs, _ := render(t, dir)
 		t.Run(strings.ReplaceAll(dir, "/", "-")+"-dry-run", func(t *testing.T) { applyAll(t, c, objs, "", true) })
 		t.Run(strings.ReplaceAll(dir, "/", "-"), func(t *testing.T) { applyAll(t, c, objs, "", false) })

@@ -42,6 +42,8 @@ func newDoctorCmd() *cobra.Command {
              403 policy or IP allow-list, 502/503 NO_PROXY hole or dead target (egret's
              Proxy-Status names the error and the upstream), refused, timeout
   egress-ip  the address an egret echo server sees with and without the proxy
+  tls        an https URL reached through the proxy: the issuer presented (intercepted
+             or not) and, per runtime in the image, whether it will trust it
 
 Each check says pass, warn or fail, what it saw and what to do. Proxy URLs are
 shown without their password.
@@ -108,6 +110,7 @@ failed, 2 bad usage.`,
 	f.StringVar(&o.Proxy, "proxy", "", "proxy URL to test instead of the environment's (prefer the variables for credentials)")
 	f.StringSliceVar(&o.Clients, "client", nil, "runtimes to predict (noproxy client names, repeatable, or all; default go and those on PATH)")
 	f.DurationVar(&o.Timeout, "timeout", doctor.DefaultTimeout, "bound of each network operation (lookup, connect, answer)")
+	f.StringSliceVar(&o.TLS, "tls", nil, "https URL to connect to through the proxy: the issuer it presents and which runtimes trust it (repeatable; default the https --echo URL)")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.BoolVarP(&verbose, "verbose", "v", false, "text output: details of passing checks too")
 	f.StringVar(&resolvConf, "resolv-conf", doctor.DefaultResolvConf, "resolv.conf to read the search list from")

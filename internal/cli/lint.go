@@ -21,13 +21,14 @@ const (
 
 func newLintCmd() *cobra.Command {
 	var (
-		output      string
-		cidrs       []string
-		domain      string
-		apiIPs      []string
-		expectProxy string
-		metadata    []string
-		docsBase    string
+		output       string
+		cidrs        []string
+		domain       string
+		apiIPs       []string
+		expectProxy  string
+		intercepting []string
+		metadata     []string
+		docsBase     string
 	)
 	cmd := &cobra.Command{
 		Use:   "lint [flags] PATH|- ...",
@@ -60,7 +61,7 @@ objects are still printed).`,
 			default:
 				return usage(fmt.Errorf("unknown output format %q (want text, json or sarif)", output))
 			}
-			cl := lint.Cluster{Domain: strings.TrimSuffix(strings.TrimPrefix(domain, "."), "."), Proxy: expectProxy}
+			cl := lint.Cluster{Domain: strings.TrimSuffix(strings.TrimPrefix(domain, "."), "."), Proxy: expectProxy, InterceptingProxies: intercepting}
 			for _, list := range cidrs {
 				for _, s := range strings.Split(list, ",") {
 					if s = strings.TrimSpace(s); s == "" {
@@ -133,6 +134,7 @@ objects are still printed).`,
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.StringSliceVar(&apiIPs, "api-server-ip", nil, "API server / kubernetes Service addresses that NO_PROXY must cover (repeatable)")
 	f.StringVar(&expectProxy, "expect-proxy", "", "proxy URL pods must use (report variables naming another proxy)")
+	f.StringSliceVar(&intercepting, "intercepting-proxy", nil, "proxy (host[:port], repeatable) that intercepts TLS: pods using it need a CA for every runtime (rule tls-ca-missing)")
 	f.StringVar(&docsBase, "docs-base", lint.DefaultDocsBase, "where the rule links point: docs/lint.md or its published URL (SARIF helpUri needs an absolute URL)")
 	f.StringSliceVar(&metadata, "metadata-address", []string{noproxy.DefaultMetadataAddr}, "cloud metadata addresses that NO_PROXY must cover (repeatable; \"\" checks none)")
 	return cmd

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"egret.io/egret/internal/node"
+	"egret.io/egret/internal/kubenode"
 )
 
 // Exit codes of `egret node`.
@@ -40,6 +40,7 @@ func newNodeRenderCmd() *cobra.Command {
 	var (
 		rt, proxy, proxyFile, outDir, output string
 		noProxy, registries                  []string
+		caFile                               string
 	)
 	cmd := &cobra.Command{
 		Use:   "render --runtime containerd|crio|docker|kubelet --proxy URL [--no-proxy LIST] [--registry HOST]... [--write-dir DIR] [-o text|json]",
@@ -73,12 +74,15 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 				}
 				return nodeUsageErr(fmt.Errorf("unknown output format %q (want text or json)", output))
 			}
-			r, err := node.ParseRuntime(rt)
+			r, err := kubenode.ParseRuntime(rt)
 			if err != nil {
 				return nodeUsageErr(err)
 			}
+			if caFile != "" && proxy == "" && proxyFile == "" {
+				return renderNodeCA(cmd, r, caFile, registries, outDir)
+			}
 			if (proxy == "") == (proxyFile == "") {
-				return nodeUsageErr(errors.New("give exactly one of --proxy and --proxy-file"))
+				return nodeUsageErr(errors.New("give exactly one of --proxy and --proxy-file (or only --ca-file)"))
 			}
 			if proxyFile != "" {
 				b, err := readSmallFile(proxyFile, cmd.InOrStdin())
@@ -89,7 +93,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			} else if strings.Contains(proxy, "@") {
 				fmt.Fprintln(cmd.ErrOrStderr(), "egret: warning: the --proxy URL carries credentials, which ps shows to every user; prefer --proxy-file")
 			}
-			out, err := node.Render(node.RenderOptions{Runtime: r, Proxy: proxy, NoProxy: noProxy, Registries: registries})
+			out, err := kubenode.Render(kubenode.RenderOptions{Runtime: r, Proxy: proxy, NoProxy: noProxy, Registries: registries})
 			if err != nil {
 				return nodeUsageErr(err)
 			}
@@ -97,7 +101,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 			steps := fmt.Sprintf("then run: %s\nnote: %s\n", strings.Join(out.Steps, " && "), out.Note)
 			var written []string
 			if outDir != "" {
-				files := []node.File{out.DropIn}
+				files := []kubenode.File{out.DropIn}
 				if out.EnvFile != nil {
 					files = append(files, *out.EnvFile)
 				}
@@ -118,16 +122,25 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 					fmt.Fprintf(stderr, "egret: the proxy URL has credentials: %s (mode 0600) is written only with --write-dir DIR\n", out.EnvFile.Path)
 				}
 				fmt.Fprintf(stderr, "egret: install as %s, %s", out.DropIn.Path, steps)
+				if caFile != "" {
+					return renderNodeCA(cmd, r, caFile, registries, "")
+				}
 				return nil
 			}
 			for _, p := range written {
 				fmt.Fprintf(stdout, "wrote %s\n", p)
 			}
 			fmt.Fprint(stdout, steps)
+			if caFile != "" {
+				// --write-dir is the drop-in directory here, not the node's
+				// root: print the CA files.
+				return renderNodeCA(cmd, r, caFile, registries, "")
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&caFile, "ca-file", "", "PEM of the CA the runtime must trust for the --registry hosts (_default: every registry, containerd): hosts.toml + ca.crt, or certs.d/<registry>/ca.crt; alone, --write-dir is the node's root (/)")
 	f.StringVar(&rt, "runtime", "", "containerd, crio, docker or kubelet (required)")
 	f.StringVar(&proxy, "proxy", "", "proxy URL for http and https (http://host:port)")
 	f.StringVar(&proxyFile, "proxy-file", "", "read the proxy URL from this file (- for stdin); use it for URLs with credentials")
@@ -142,7 +155,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 
 // nodeRenderJSON is `node render -o json`: what was rendered, without the
 // content of a file that holds credentials.
-func nodeRenderJSON(r *node.Rendered, written []string) any {
+func nodeRenderJSON(r *kubenode.Rendered, written []string) any {
 	type file struct {
 		Path    string `json:"path"`
 		Mode    string `json:"mode"`
@@ -177,6 +190,7 @@ func newNodeCheckCmd() *cobra.Command {
 		rt, process, unit, out string
 		registries, unitDirs   []string
 		expectProxy            bool
+		caFile, caRoot         string
 	)
 	cmd := &cobra.Command{
 		Use:   "check [--pid PID | --runtime NAME | --process NAME] --registry HOST ...",
@@ -202,12 +216,12 @@ environment that cannot be read (run as root).`,
 			if out != "text" && out != "json" {
 				return nodeUsageErr(fmt.Errorf("unknown output format %q (want text or json)", out))
 			}
-			o := node.InspectOptions{PID: pid, Process: process, Unit: unit, Registries: registries, ExpectProxy: expectProxy}
+			o := kubenode.InspectOptions{PID: pid, Process: process, Unit: unit, Registries: registries, ExpectProxy: expectProxy}
 			if len(unitDirs) > 0 {
 				o.UnitDirs = unitDirs
 			}
 			if rt != "" {
-				r, err := node.ParseRuntime(rt)
+				r, err := kubenode.ParseRuntime(rt)
 				if err != nil {
 					return nodeUsageErr(err)
 				}
@@ -215,6 +229,9 @@ environment that cannot be read (run as root).`,
 				if o.Process == "" {
 					o.Process = r.Process()
 				}
+			}
+			if caFile != "" {
+				return checkNodeCA(cmd, o.Runtime, caFile, caRoot, registries, out)
 			}
 			if pid == 0 && o.Process == "" {
 				return nodeUsageErr(errors.New("give --pid, --runtime or --process"))
@@ -224,7 +241,7 @@ environment that cannot be read (run as root).`,
 					return nodeUsageErr(errors.New("--registry: empty host"))
 				}
 			}
-			rep, err := node.Inspect(o)
+			rep, err := kubenode.Inspect(o)
 			if err != nil {
 				return nodeUsageErr(err)
 			}
@@ -252,10 +269,12 @@ environment that cannot be read (run as root).`,
 	f.BoolVar(&expectProxy, "expect-proxy", false, "fail when the process has no HTTP_PROXY/HTTPS_PROXY")
 	f.StringSliceVar(&unitDirs, "unit-dir", nil, "systemd unit directories to read, highest precedence first (default: the systemd search path)")
 	f.StringVarP(&out, "output", "o", "text", "output format: text or json")
+	f.StringVar(&caFile, "ca-file", "", "check instead that --runtime trusts this CA (PEM) for every --registry (hosts.toml / certs.d)")
+	f.StringVar(&caRoot, "ca-root", "/", "the node's root file system (for --ca-file; e.g. /host in a debug pod)")
 	return cmd
 }
 
-func writeNodeReport(w io.Writer, r *node.Report) {
+func writeNodeReport(w io.Writer, r *kubenode.Report) {
 	started := ""
 	if !r.Started.IsZero() {
 		started = ", started " + r.Started.UTC().Format(time.RFC3339)
@@ -263,7 +282,7 @@ func writeNodeReport(w io.Writer, r *node.Report) {
 	fmt.Fprintf(w, "%s (pid %d%s)\n", r.Process, r.PID, started)
 	fmt.Fprintf(w, "environment (/proc/%d/environ):\n", r.PID)
 	n := 0
-	for _, name := range node.ProxyVars {
+	for _, name := range kubenode.ProxyVars {
 		if v, ok := r.Env[name]; ok {
 			fmt.Fprintf(w, "  %s=%s\n", name, v)
 			n++

@@ -89,6 +89,11 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 	f.StringVar(&pc.Validation, "validation", "warn", "validation: off, warn or enforce")
 	f.StringVar(&pc.Fallback, "sidecar-fallback", "gateway", "without native sidecars: gateway (use the gateway, warn) or refuse (deny)")
 	f.StringSliceVar(&pc.ExcludedNamespaces, "exclude-namespace", nil, "namespaces never injected or validated (own namespace and kube-system always are)")
+	f.StringVar(&pc.Trust.ConfigMap, "ca-configmap", "", "inject the corporate CAs of this ConfigMap ([NAMESPACE/]NAME, e.g. a trust-manager Bundle target) into injected pods")
+	f.StringVar(&pc.Trust.Secret, "ca-secret", "", "as --ca-configmap, from a Secret")
+	f.StringVar(&pc.Trust.Key, "ca-key", "", "the key holding the PEM certificates (default: every key that holds some)")
+	f.StringVar(&pc.Trust.MountPath, "ca-mount-path", "", "where containers get the bundle (default /etc/egret/trust)")
+	f.StringVar(&pc.Trust.SystemRoots, "ca-system-roots", "", "the system roots the corporate CAs are added to (default: the first of Go's system bundle files)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/upstream"
 )
 
 func env(kv ...string) func(string) (string, bool) {
@@ -70,12 +71,12 @@ func TestSidecarManifestEnv(t *testing.T) {
 		"DIRECT_SUFFIXES", ".svc,.cluster.local,.internal",
 		"UPSTREAM_PROXY", "http://svc-egress:p%40ss%3Aword@proxy.corp.example:3128",
 	)})
-	ms := p.Pools[DefaultPool]
-	if len(ms) != 1 || ms[0].Name != "http://proxy.corp.example:3128" {
+	ms := p.Pools[DefaultPool].Members
+	if len(ms) != 1 || ms[0].Name() != "http://proxy.corp.example:3128" {
 		t.Fatalf("pool = %v", ms)
 	}
-	if want := "Basic " + b64("svc-egress:p@ss:word"); ms[0].AuthHeader() != want {
-		t.Errorf("credentials not percent-decoded: auth %q", ms[0].AuthHeader())
+	if want := "Basic " + b64("svc-egress:p@ss:word"); memberAuth(ms[0]) != want {
+		t.Errorf("credentials not percent-decoded: auth %q", memberAuth(ms[0]))
 	}
 	if p.Default != route.Upstream || p.DefaultPool != DefaultPool {
 		t.Errorf("default = %v:%s, want upstream:default", p.Default, p.DefaultPool)
@@ -98,7 +99,7 @@ func TestProxyVariablesFromSecret(t *testing.T) {
 		"NO_PROXY", "localhost,.svc,10.0.0.0/8,registry.corp:5000,*.example.net",
 		"no_proxy", "something-else",
 	)})
-	if ms := p.Pools[DefaultPool]; len(ms) != 1 || ms[0].Name != "http://proxy.corp:8080" {
+	if ms := p.Pools[DefaultPool].Members; len(ms) != 1 || ms[0].Name() != "http://proxy.corp:8080" {
 		t.Fatalf("pool = %v", ms)
 	}
 	for dest, want := range map[string]route.Action{
@@ -127,20 +128,20 @@ func TestProxyVariablePointingAtEgretIsIgnored(t *testing.T) {
 
 func TestProxyHostShape(t *testing.T) {
 	p := load(t, Sources{Env: env("PROXY_HOST", "proxy.corp", "PROXY_USER", "bob", "PROXY_PASS", "s3cr:t@")})
-	ms := p.Pools[DefaultPool]
-	if len(ms) != 1 || ms[0].Name != "http://proxy.corp:3128" || ms[0].AuthHeader() != "Basic "+b64("bob:s3cr:t@") {
-		t.Fatalf("PROXY_HOST pool = %v auth %q", ms, ms[0].AuthHeader())
+	ms := p.Pools[DefaultPool].Members
+	if len(ms) != 1 || ms[0].Name() != "http://proxy.corp:3128" || memberAuth(ms[0]) != "Basic "+b64("bob:s3cr:t@") {
+		t.Fatalf("PROXY_HOST pool = %v auth %q", ms, memberAuth(ms[0]))
 	}
 	p = load(t, Sources{Env: env("PROXY_HOST", "proxy.corp:8443", "PROXY_SCHEME", "https")})
-	if ms := p.Pools[DefaultPool]; ms[0].Name != "https://proxy.corp:8443" || ms[0].HasCredentials() {
-		t.Errorf("PROXY_HOST with port and scheme = %v", ms[0].Name)
+	if ms := p.Pools[DefaultPool].Members; ms[0].Name() != "https://proxy.corp:8443" || ms[0].OwnAuth {
+		t.Errorf("PROXY_HOST with port and scheme = %v", ms[0].Name())
 	}
 	// PROXY_USER/PROXY_PASS also fill UPSTREAM_PROXY members given without them,
 	// but never replace inline credentials.
 	p = load(t, Sources{Env: env("UPSTREAM_PROXY", "http://a:3128,http://x:y@b:3128", "PROXY_USER", "bob", "PROXY_PASS", "pw")})
-	ms = p.Pools[DefaultPool]
-	if ms[0].AuthHeader() != "Basic "+b64("bob:pw") || ms[1].AuthHeader() != "Basic "+b64("x:y") {
-		t.Errorf("credentials: %q %q", ms[0].AuthHeader(), ms[1].AuthHeader())
+	ms = p.Pools[DefaultPool].Members
+	if memberAuth(ms[0]) != "Basic "+b64("bob:pw") || memberAuth(ms[1]) != "Basic "+b64("x:y") {
+		t.Errorf("credentials: %q %q", memberAuth(ms[0]), memberAuth(ms[1]))
 	}
 }
 
@@ -161,11 +162,11 @@ pools:
 		return nil, fs.ErrNotExist
 	}
 	p := load(t, Sources{File: "egret.yaml", ReadFile: read})
-	if p.Listen != "127.0.0.1:4000" || p.Pools[DefaultPool][0].Name != "http://file-proxy:3128" {
+	if p.Listen != "127.0.0.1:4000" || p.Pools[DefaultPool].Members[0].Name() != "http://file-proxy:3128" {
 		t.Errorf("file: listen %s pool %v", p.Listen, p.Pools)
 	}
 	p = load(t, Sources{File: "egret.yaml", ReadFile: read, Env: env("LISTEN_ADDR", "127.0.0.1:5000", "DIRECT_SUFFIXES", ".from-env", "UPSTREAM_PROXY", "http://env-proxy:3128")})
-	if p.Listen != "127.0.0.1:5000" || p.Pools[DefaultPool][0].Name != "http://env-proxy:3128" {
+	if p.Listen != "127.0.0.1:5000" || p.Pools[DefaultPool].Members[0].Name() != "http://env-proxy:3128" {
 		t.Errorf("env over file: listen %s pool %v", p.Listen, p.Pools)
 	}
 	if got := decide(t, p, "x.from-file:80"); got.Action == route.Direct {
@@ -178,7 +179,7 @@ pools:
 		t.Error("the file's CIDRs must stay when only the suffixes are overridden")
 	}
 	p = load(t, Sources{File: "egret.yaml", ReadFile: read, Env: env("LISTEN_ADDR", "127.0.0.1:5000"), Flags: map[string]string{"LISTEN_ADDR": "127.0.0.1:6000", "UPSTREAM_PROXY": "http://flag-proxy:3128"}})
-	if p.Listen != "127.0.0.1:6000" || p.Pools[DefaultPool][0].Name != "http://flag-proxy:3128" {
+	if p.Listen != "127.0.0.1:6000" || p.Pools[DefaultPool].Members[0].Name() != "http://flag-proxy:3128" {
 		t.Errorf("flags over env: listen %s pool %v", p.Listen, p.Pools)
 	}
 	// Aliases are read when the main name is unset.
@@ -299,6 +300,28 @@ func TestSplitMembers(t *testing.T) {
 	} {
 		if got := splitMembers(in); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("splitMembers(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// memberAuth is the Proxy-Authorization a member spec's own credentials make.
+func memberAuth(m upstream.MemberSpec) string {
+	return upstream.AuthHeader(upstream.NewMember(m).Credential())
+}
+
+// TestNoProxyEntriesGoIgnores: egret's own NO_PROXY is shared with the
+// pod's other clients; an entry Go's rules never match (a bracketed IPv6
+// address without a port, an empty label) is ignored with a note, and the
+// proxy starts (the shipped gateway reads discovery's NO_PROXY).
+func TestNoProxyEntriesGoIgnores(t *testing.T) {
+	p := load(t, Sources{Env: env("NO_PROXY", "[fd00:ec2::254],.svc,a..b,fd00:ec2::254")})
+	notes := strings.Join(p.Notes, "\n")
+	if !strings.Contains(notes, "[fd00:ec2::254]") || !strings.Contains(notes, "a..b") {
+		t.Errorf("notes %q: want both ignored entries named", notes)
+	}
+	for dest, want := range map[string]route.Action{"api.svc:443": route.Direct, "[fd00:ec2::254]:80": route.Direct, "example.com:443": route.Direct} {
+		if d := decide(t, p, dest); d.Action != want {
+			t.Errorf("%s: %v, want %v", dest, d.Action, want)
 		}
 	}
 }

@@ -117,11 +117,34 @@ func (l *loader) note(format string, args ...any) {
 
 func compile(f *File, src Sources) (*Proxy, error) {
 	l := &loader{src: src}
-	p := &Proxy{Pools: map[string][]*upstream.Member{}}
+	p := &Proxy{Pools: map[string]Pool{}}
 	var errs []error
 	bad := func(err error) { errs = append(errs, err) }
+	// Each section reads its part of the file, the environment and the
+	// flags, as CoreDNS plugins parse their own blocks; a section may use
+	// what an earlier one settled (the role, the pools).
+	l.listeners(f, p, bad)
+	l.pools(f, p, bad)
+	l.routes(f, p, bad)
+	l.defaultRoute(f, p, bad)
+	var err error
+	if p.Resolver, err = l.resolver(f.Resolver); err != nil {
+		bad(err)
+	}
+	l.gateway(f, p, bad)
+	l.limits(f, p, bad)
+	l.timeouts(f, p, bad)
+	l.logging(f, p, bad)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	p.Notes = l.notes
+	return p, nil
+}
 
-	// Role and listeners.
+// listeners reads the role and the listener addresses (whose defaults
+// follow the role), the Via name and the SOCKS5 authentication.
+func (l *loader) listeners(f *File, p *Proxy, bad func(error)) {
 	role := f.Role
 	if v, ok := l.get("EGRET_ROLE"); ok {
 		role = v
@@ -135,9 +158,8 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		bad(l.at("role", "EGRET_ROLE", fmt.Errorf("role %q: want sidecar or gateway", role)))
 	}
 	listen, admin := SidecarListen, SidecarAdminListen
-	drainPeriod := SidecarDrainPeriod
 	if p.Role == RoleGateway {
-		listen, admin, drainPeriod = GatewayListen, GatewayAdminListen, GatewayDrainPeriod
+		listen, admin = GatewayListen, GatewayAdminListen
 	}
 	p.Listen = l.str("LISTEN_ADDR", f.Listen, listen)
 	p.AdminListen = l.str("ADMIN_LISTEN_ADDR", f.AdminListen, admin)
@@ -167,8 +189,15 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	} else {
 		p.SOCKSAuth = auth
 	}
+}
 
-	// Pools.
+// pools reads the pools' members — the config file's, then the default
+// pool's from the environment (--upstream, UPSTREAM_PROXY, PROXY_HOST,
+// HTTPS_PROXY...) — the credentials that apply to them, and each pool's
+// options and member file. A member that is egret's own listener is
+// dropped with a note.
+func (l *loader) pools(f *File, p *Proxy, bad func(error)) {
+	static := map[string][]upstream.MemberSpec{}
 	for name, ps := range f.Pools {
 		if name == "" {
 			bad(errors.New("pools: a pool needs a name"))
@@ -178,12 +207,12 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		if err != nil {
 			bad(err)
 		}
-		p.Pools[name] = ms
+		static[name] = ms
 	}
 	if ms, err := l.defaultPoolFromEnv(); err != nil {
 		bad(err)
 	} else if ms != nil {
-		p.Pools[DefaultPool] = ms
+		static[DefaultPool] = ms
 	}
 	user, hasUser := l.src.Env("PROXY_USER")
 	pass, hasPass := l.src.Env("PROXY_PASS")
@@ -192,27 +221,26 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		// The mounted Secret is the pools' shared, rotating credential.
 		hasUser, hasPass = false, false
 	}
-	for name, ms := range p.Pools {
+	for name, ms := range static {
 		kept := ms[:0]
 		for _, m := range ms {
 			if l.pointsAtSelf(m, p) {
-				l.note("upstream %s in pool %s ignored: it is egret's own listener", m.Name, name)
+				l.note("upstream %s in pool %s ignored: it is egret's own listener", m.Name(), name)
 				continue
 			}
-			if !m.HasCredentials() && (hasUser || hasPass) {
-				m.SetCredentials(user, pass)
+			if !m.OwnAuth && (hasUser || hasPass) {
+				m.User, m.Password, m.OwnAuth = user, pass, true
 			}
 			kept = append(kept, m)
 		}
-		if len(kept) == 0 {
-			delete(p.Pools, name)
-			continue
-		}
-		p.Pools[name] = kept
+		static[name] = kept
 	}
-	l.poolOptions(f, p, bad)
+	l.poolOptions(f, p, static, bad)
+}
 
-	// Routes: explicit, deny, direct, NO_PROXY.
+// routes reads the rules in order: explicit routes, the deny, report-only
+// deny and direct shorthands, then egret's own NO_PROXY.
+func (l *loader) routes(f *File, p *Proxy, bad func(error)) {
 	for i, rs := range f.Routes {
 		src := fmt.Sprintf("config routes[%d]", i)
 		if rs.Name != "" {
@@ -270,15 +298,20 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		bad(err)
 	}
 	p.Rules = append(p.Rules, rules...)
+}
 
-	// Default route.
+// defaultRoute reads the default route — upstream when the default pool
+// has members, direct otherwise, unless DEFAULT_ROUTE says — and checks
+// that every pool a route names has members: an upstream route without a
+// pool would otherwise fail every request.
+func (l *loader) defaultRoute(f *File, p *Proxy, bad func(error)) {
 	def := f.DefaultRoute
 	if v, ok := l.get("DEFAULT_ROUTE"); ok {
 		def = v
 	}
 	if def == "" {
 		p.Default = route.Direct
-		if len(p.Pools[DefaultPool]) > 0 {
+		if len(p.Pools[DefaultPool].Members) > 0 {
 			p.Default, p.DefaultPool = route.Upstream, DefaultPool
 		}
 	} else if act, pool, err := route.ParseAction(def); err != nil {
@@ -289,8 +322,6 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			p.DefaultPool = DefaultPool
 		}
 	}
-	// Every pool a route names must exist and have members: an upstream
-	// route without a pool would otherwise fail every request.
 	need := map[string]string{}
 	if p.Default == route.Upstream {
 		need[p.DefaultPool] = "the default route"
@@ -305,7 +336,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 		}
 	}
 	for name, who := range need {
-		if len(p.Pools[name]) == 0 && p.PoolOptions[name].MembersFile == "" {
+		if pl := p.Pools[name]; len(pl.Members) == 0 && pl.MembersFile == "" {
 			hint := ""
 			if name == DefaultPool {
 				hint = " (set UPSTREAM_PROXY, PROXY_HOST or HTTPS_PROXY, or pools.default.members)"
@@ -313,16 +344,14 @@ func compile(f *File, src Sources) (*Proxy, error) {
 			bad(fmt.Errorf("%s sends traffic upstream, but pool %q has no members%s", who, name, hint))
 		}
 	}
+}
 
-	// Resolver.
-	p.Resolver, err = l.resolver(f.Resolver)
-	if err != nil {
-		bad(err)
+// timeouts reads the proxy's timeouts and the drain; zero disables one.
+func (l *loader) timeouts(f *File, p *Proxy, bad func(error)) {
+	drainPeriod := SidecarDrainPeriod
+	if p.Role == RoleGateway {
+		drainPeriod = GatewayDrainPeriod
 	}
-	l.gateway(f, p, bad)
-	l.limits(f, p, bad)
-
-	// Timeouts, drain, logging.
 	durs := []struct {
 		key, file string
 		def       time.Duration
@@ -370,6 +399,11 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	if p.DrainTimeout < 0 {
 		p.DrainTimeout = 0
 	}
+}
+
+// logging reads the log level and the access log, and the admin
+// listener's switches.
+func (l *loader) logging(f *File, p *Proxy, bad func(error)) {
 	level := f.Log.Level
 	if v, ok := l.get("EGRET_LOG_LEVEL"); ok {
 		level = v
@@ -383,16 +417,10 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	if f.Log.Access != nil {
 		p.AccessLog = *f.Log.Access
 	}
-	p.ReadyNeedsUpstream = p.Role == RoleGateway
-	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.ReadyNeedsUpstream, bad)
-	p.PProf = l.boolean("EGRET_PPROF", p.PProf, bad)
-	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
 	p.AccessLog = l.boolean("EGRET_ACCESS_LOG", p.AccessLog, bad)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	p.Notes = l.notes
-	return p, nil
+	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.Role == RoleGateway, bad)
+	p.PProf = l.boolean("EGRET_PPROF", false, bad)
+	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
 }
 
 // durationKeys are the file keys of the durations compile reads, by their
@@ -486,8 +514,8 @@ func compileMatch(s MatchSpec) (route.Match, error) {
 	return m, nil
 }
 
-func parseMembers(raws []string, where string) ([]*upstream.Member, error) {
-	var out []*upstream.Member
+func parseMembers(raws []string, where string) ([]upstream.MemberSpec, error) {
+	var out []upstream.MemberSpec
 	var errs []error
 	for _, r := range raws {
 		r = strings.TrimSpace(r)
@@ -532,7 +560,7 @@ func splitMembers(v string) []string {
 // upstream source that is set: --upstream, UPSTREAM_PROXY, PROXY_HOST,
 // then the proxy's own HTTPS_PROXY/https_proxy/HTTP_PROXY/http_proxy.
 // It returns nil when none is set.
-func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
+func (l *loader) defaultPoolFromEnv() ([]upstream.MemberSpec, error) {
 	if v, ok := l.src.Flags["UPSTREAM_PROXY"]; ok {
 		for _, r := range splitMembers(v) {
 			if strings.Contains(r, "@") {
@@ -585,7 +613,7 @@ func (l *loader) defaultPoolFromEnv() ([]*upstream.Member, error) {
 
 // pointsAtSelf reports whether m is egret's own explicit listener: a
 // sidecar often inherits HTTP_PROXY=http://127.0.0.1:3128 meant for the app.
-func (l *loader) pointsAtSelf(m *upstream.Member, p *Proxy) bool {
+func (l *loader) pointsAtSelf(m upstream.MemberSpec, p *Proxy) bool {
 	lh, lp, err := net.SplitHostPort(p.Listen)
 	if err != nil {
 		return false
@@ -621,10 +649,12 @@ func (l *loader) noProxyRules() ([]route.Rule, error) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil
 	}
+	// An entry Go's rules never match is not an error: the value is
+	// shared with the pod's other clients (a bracketed IPv6 address is
+	// there for curl and Python). egret ignores it, as Go does, and says so.
 	entries, perrs := noproxy.Parse(value)
-	var errs []error
 	for _, e := range perrs {
-		errs = append(errs, fmt.Errorf("%s: %w", name, e))
+		l.note("%s: %v (ignored, as Go ignores it)", name, e)
 	}
 	src := "env " + name
 	var base route.Match
@@ -651,7 +681,7 @@ func (l *loader) noProxyRules() ([]route.Rule, error) {
 	if base.Any || len(base.Suffixes)+len(base.CIDRs) > 0 {
 		out = append([]route.Rule{{Match: base, Action: route.Direct, Source: src}}, out...)
 	}
-	return out, errors.Join(errs...)
+	return out, nil
 }
 
 func (l *loader) resolver(s ResolverSpec) (resolve.Config, error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"egret.io/egret/internal/limit"
+	"egret.io/egret/internal/proxy"
 
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
@@ -44,7 +45,9 @@ const (
 	DefaultResponseHeaderTimeout = 60 * time.Second
 )
 
-// Proxy is the validated configuration of egret proxy. It is immutable.
+// Proxy is the validated configuration of egret proxy: plain values
+// (addresses, rules, member specs, durations), none of the live objects
+// the process builds from them (internal/proxyd). It is immutable.
 type Proxy struct {
 	Role              Role
 	Listen            string
@@ -62,11 +65,8 @@ type Proxy struct {
 	Rules       []route.Rule
 	Default     route.Action
 	DefaultPool string // pool of the default route when it is Upstream
-	// Pools maps a pool name to its members (from the config, the
-	// environment and, at load time, its member file).
-	Pools map[string][]*upstream.Member
-	// PoolOptions holds each pool's settings; every pool has an entry.
-	PoolOptions map[string]PoolOptions
+	// Pools are the upstream pools by name; "default" is DefaultPool.
+	Pools map[string]Pool
 	// Credentials is the mounted Secret for members without their own.
 	Credentials Credentials
 	// Gateway is the client allow-list and the SSRF guard.
@@ -75,7 +75,9 @@ type Proxy struct {
 	Limits Limits
 
 	Resolver resolve.Config
-	Timeouts Timeouts
+	// Timeouts are the proxy's own (proxy.Timeouts: zero takes the
+	// default, a negative value disables one).
+	Timeouts proxy.Timeouts
 
 	DrainPeriod  time.Duration
 	DrainTimeout time.Duration
@@ -97,20 +99,20 @@ type Proxy struct {
 	Notes []string
 }
 
-// Timeouts mirror proxy.Timeouts; a negative value disables one.
-type Timeouts struct {
-	Dial, UpstreamConnect, HeaderRead, ClientIdle, TunnelIdle, ResponseHeader time.Duration
-}
+// Pool is one upstream pool as configured.
+type Pool struct {
+	// Members are the pool's members: Static, then those of MembersFile
+	// as it was when the configuration was loaded.
+	Members []upstream.MemberSpec
+	// Static are the members from the config file and the environment: a
+	// change of MembersFile replaces the others and keeps these.
+	Static []upstream.MemberSpec
+	// MembersFile is re-read on change ("" = none).
+	MembersFile string
 
-// PoolOptions are a pool's settings besides its members.
-type PoolOptions struct {
 	Policy  upstream.Policy
 	Backoff upstream.Backoff
 	Probe   upstream.Probe // Target "" = no probes
-	// MembersFile is re-read on change; its members join Static.
-	MembersFile string
-	// Static are the members from the config file and the environment.
-	Static []*upstream.Member
 	// RootCAs verifies https:// members (nil = system roots); ServerName
 	// overrides the name verified.
 	RootCAs    *x509.CertPool

@@ -16,9 +16,9 @@ import (
 	"egret.io/egret/internal/upstream"
 )
 
-// memberSpecs turns the config file's members into members.
-func memberSpecs(specs []MemberSpec, where string) ([]*upstream.Member, error) {
-	var out []*upstream.Member
+// memberSpecs reads the config file's members.
+func memberSpecs(specs []MemberSpec, where string) ([]upstream.MemberSpec, error) {
+	var out []upstream.MemberSpec
 	var errs []error
 	for i, s := range specs {
 		if s.spec != "" {
@@ -30,9 +30,9 @@ func memberSpecs(specs []MemberSpec, where string) ([]*upstream.Member, error) {
 			out = append(out, m)
 			continue
 		}
-		m, err := upstream.ParseMember(s.URL)
+		m, err := upstream.ParseMemberURL(s.URL)
 		if err == nil && (s.Weight < 0 || s.Weight > upstream.MaxWeight) {
-			err = fmt.Errorf("upstream proxy %s: weight %d: want 1-%d", m.Name, s.Weight, upstream.MaxWeight)
+			err = fmt.Errorf("upstream proxy %s: weight %d: want 1-%d", m.Name(), s.Weight, upstream.MaxWeight)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.members[%d]: %w", where, i, err))
@@ -127,14 +127,14 @@ func (l *loader) credentials(f *File, p *Proxy, bad func(error)) {
 }
 
 // poolOptions compiles each pool's settings, applies the EGRET_UPSTREAM_*
-// variables to the default pool and adds the members of member files.
-func (l *loader) poolOptions(f *File, p *Proxy, bad func(error)) {
-	p.PoolOptions = map[string]PoolOptions{}
+// variables to the default pool and adds the members of member files to
+// the static ones. A pool with no member and no member file is left out.
+func (l *loader) poolOptions(f *File, p *Proxy, static map[string][]upstream.MemberSpec, bad func(error)) {
 	names := map[string]bool{}
 	for n := range f.Pools {
 		names[n] = true
 	}
-	for n := range p.Pools {
+	for n := range static {
 		names[n] = true
 	}
 	envFile, _ := l.get("EGRET_UPSTREAM_FILE")
@@ -166,7 +166,7 @@ func (l *loader) poolOptions(f *File, p *Proxy, bad func(error)) {
 			}
 			return ""
 		}
-		var o PoolOptions
+		var o Pool
 		var err error
 		if o.Policy, err = upstream.ParsePolicy(envOr("EGRET_UPSTREAM_POLICY", ps.Policy)); err != nil {
 			bad(fmt.Errorf("%s.policy: %w", where, err))
@@ -194,7 +194,8 @@ func (l *loader) poolOptions(f *File, p *Proxy, bad func(error)) {
 		if isDef && envFile != "" {
 			o.MembersFile = strings.TrimSpace(envFile)
 		}
-		o.Static = append([]*upstream.Member(nil), p.Pools[name]...)
+		o.Static = static[name]
+		o.Members = append([]upstream.MemberSpec(nil), o.Static...)
 		if o.MembersFile != "" {
 			data, err := l.src.ReadFile(o.MembersFile)
 			if err != nil {
@@ -202,11 +203,11 @@ func (l *loader) poolOptions(f *File, p *Proxy, bad func(error)) {
 			} else if ms, err := upstream.ParseMemberList(string(data)); err != nil {
 				bad(fmt.Errorf("%s.members_file %s: %w", where, o.MembersFile, err))
 			} else {
-				p.Pools[name] = append(p.Pools[name], ms...)
+				o.Members = append(o.Members, ms...)
 			}
 		}
-		if len(p.Pools[name]) > 0 || o.MembersFile != "" {
-			p.PoolOptions[name] = o
+		if len(o.Members) > 0 || o.MembersFile != "" {
+			p.Pools[name] = o
 		}
 	}
 }

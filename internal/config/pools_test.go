@@ -50,14 +50,14 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := p.Pools["critical"]
+	ms := p.Pools["critical"].Members
 	if len(ms) != 3 || ms[0].Weight != 3 || ms[1].Weight != 2 || !ms[2].Backup {
 		t.Fatalf("members %v", ms)
 	}
-	if ms[0].HasCredentials() {
+	if ms[0].OwnAuth {
 		t.Error("PROXY_USER was applied although a credentials directory is set")
 	}
-	o := p.PoolOptions["critical"]
+	o := p.Pools["critical"]
 	if o.Policy != upstream.Sticky || o.Backoff.Initial != 2*time.Second || o.Probe.Target != "probe.test:443" || o.Probe.Interval != 5*time.Second || len(o.Static) != 2 || o.MembersFile != members {
 		t.Errorf("options %+v", o)
 	}
@@ -91,9 +91,9 @@ func TestPoolsConfigEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := p.Pools[DefaultPool]
-	if len(ms) != 2 || ms[0].Weight != 2 || !ms[1].Backup || p.PoolOptions[DefaultPool].Policy != upstream.LeastConn {
-		t.Errorf("default pool %v %+v", ms, p.PoolOptions[DefaultPool])
+	ms := p.Pools[DefaultPool].Members
+	if len(ms) != 2 || ms[0].Weight != 2 || !ms[1].Backup || p.Pools[DefaultPool].Policy != upstream.LeastConn {
+		t.Errorf("default pool %v %+v", ms, p.Pools[DefaultPool])
 	}
 	if !p.Gateway.SSRFGuard || p.Limits.PerDestination.Rate != 20 || p.Limits.Breaker.Failures != 3 || len(p.Gateway.ClientCIDRs) != 2 {
 		t.Errorf("gateway defaults: %+v %+v", p.Gateway, p.Limits)

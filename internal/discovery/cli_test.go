@@ -25,7 +25,7 @@ func TestNoproxyDiscoverCommand(t *testing.T) {
 		{
 			name:     "text",
 			args:     []string{"--kubeconfig", c.Kubeconfig},
-			contains: []string{"localhost,127.0.0.1,::1,[::1],", ",10.96.0.0/16,10.96.0.1,", ",169.254.169.254,fd00:ec2::254\n"},
+			contains: []string{"localhost,127.0.0.1,::1,[::1],", ",10.96.0.0/16,10.96.0.1,", ",169.254.169.254,fd00:ec2::254,[fd00:ec2::254]\n"},
 		},
 		{
 			name:     "other-domain-and-pod-flag",
@@ -37,8 +37,8 @@ func TestNoproxyDiscoverCommand(t *testing.T) {
 			args:     []string{"--kubeconfig", c.Kubeconfig, "-o", "json"},
 			contains: []string{`"entry": "10.96.0.0/16"`, `"servicecidr/kubernetes"`},
 		},
-		{name: "bad-output", args: []string{"--kubeconfig", c.Kubeconfig, "-o", "yaml"}, code: 1, stderr: `-o "yaml"`},
-		{name: "bad-cidr", args: []string{"--kubeconfig", c.Kubeconfig, "--service-cidr", "10.0.0.0/99"}, code: 1, stderr: "--service-cidr"},
+		{name: "bad-output", args: []string{"--kubeconfig", c.Kubeconfig, "-o", "yaml"}, code: 2, stderr: `-o "yaml"`},
+		{name: "bad-cidr", args: []string{"--kubeconfig", c.Kubeconfig, "--service-cidr", "10.0.0.0/99"}, code: 2, stderr: "--service-cidr"},
 		{name: "no-kubeconfig", args: []string{"--kubeconfig", "/nonexistent/kubeconfig"}, code: 1, stderr: "load kubeconfig"},
 	}
 	for _, tt := range tests {

@@ -157,6 +157,20 @@ func (r *Result) Values() []string {
 // Value returns the comma-joined NO_PROXY value.
 func (r *Result) Value() string { return strings.Join(r.Values(), ",") }
 
+// ProxyValue is Value without the bracketed IPv6 forms ("[::1]"): the
+// NO_PROXY for egret's own proxies (sidecar, gateway), which read NO_PROXY
+// with Go's rules, where a bracketed address without a port never matches
+// and is refused as a configuration error.
+func (r *Result) ProxyValue() string {
+	var out []string
+	for _, v := range r.Values() {
+		if !strings.HasPrefix(v, "[") {
+			out = append(out, v)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
 // Prefixes returns the entries that are address ranges or addresses, as
 // prefixes (a single address becomes a /32 or /128), in order: the cluster
 // ranges transparent mode keeps away from the proxy.
@@ -226,6 +240,16 @@ func (b *entryList) add(value string, kind Kind, source string) {
 	b.entries = append(b.entries, Entry{Value: value, Kind: kind, Sources: []string{source}})
 }
 
+// addAddr adds one address; an IPv6 address also in brackets ("::1" and
+// "[::1]"): urllib, undici <8.10, proxy-from-env, .NET and Java match IPv6
+// hosts only in the bracketed form, the others only in the bare one.
+func (b *entryList) addAddr(a netip.Addr, kind Kind, source string) {
+	b.add(a.String(), kind, source)
+	if a.Is6() && !a.Is4In6() {
+		b.add("["+a.String()+"]", kind, source)
+	}
+}
+
 func (b *entryList) result() *Result {
 	return &Result{Entries: b.entries, Warnings: b.warnings}
 }
@@ -261,11 +285,11 @@ func Compute(in Inputs, o Options) *Result {
 	}
 
 	for _, ip := range sortAddrs(in.KubernetesServiceIPs) {
-		b.add(ip.String(), KindServiceIP, "service/default/kubernetes")
+		b.addAddr(ip, KindServiceIP, "service/default/kubernetes")
 	}
 	for _, name := range sortedKeys(in.APIServerAddrs) {
 		for _, ip := range sortAddrs(in.APIServerAddrs[name]) {
-			b.add(ip.String(), KindAPIServer, "endpointslice/default/"+name)
+			b.addAddr(ip, KindAPIServer, "endpointslice/default/"+name)
 		}
 	}
 
@@ -301,7 +325,7 @@ func Compute(in Inputs, o Options) *Result {
 
 	for _, m := range o.metadata() {
 		if a, err := netip.ParseAddr(m); err == nil {
-			b.add(a.String(), KindMetadata, "metadata")
+			b.addAddr(a, KindMetadata, "metadata")
 		}
 	}
 	for _, a := range in.Additions {

@@ -1,14 +1,14 @@
 package discovery
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	goldenfile "egret.io/egret/internal/testutil/golden"
 )
 
 func pfx(ss ...string) []netip.Prefix {
@@ -54,7 +54,7 @@ func TestCompute(t *testing.T) {
 				KubernetesServiceIPs: addrs("10.96.0.1"),
 				APIServerAddrs:       map[string][]netip.Addr{"kubernetes": addrs("172.18.0.3")},
 			},
-			want: base + ",10.96.0.0/12,fd00:10:96::/112,10.96.0.1,172.18.0.3,10.244.0.0/23,fd00:10:244::/63,169.254.169.254,fd00:ec2::254",
+			want: base + ",10.96.0.0/12,fd00:10:96::/112,10.96.0.1,172.18.0.3,10.244.0.0/23,fd00:10:244::/63,169.254.169.254,fd00:ec2::254,[fd00:ec2::254]",
 		},
 		{
 			name: "flag-fallbacks-and-other-domain",
@@ -321,18 +321,5 @@ func TestAggregateRandom(t *testing.T) {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("EGRET_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (EGRET_UPDATE_GOLDEN=1 writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden:\n%s", name, got)
-	}
+	goldenfile.Check(t, filepath.Join("testdata", name), got)
 }

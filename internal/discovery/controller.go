@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // Labels egret puts on the ConfigMaps it writes. The cache only holds
@@ -77,6 +78,17 @@ type Controller struct {
 	Client client.Client
 	// OnChange, if set, is called after the tracked value changed.
 	OnChange func(*Result)
+	// OwnNamespace, if set, gets the ConfigMap whatever its labels: egret's
+	// own namespace, where the gateway reads it as its direct rules. (It is
+	// never labelled for injection, so no webhook can match it.)
+	OwnNamespace string
+	// Leader, if set, gates the ConfigMap writer: it runs in every replica
+	// (not under the manager's leader election, which stops the whole
+	// manager when the lease is lost) and writes only while Leader returns
+	// true. Call Resync when leadership is won.
+	Leader func() bool
+
+	resync chan event.GenericEvent
 
 	current atomic.Pointer[Result]
 }
@@ -97,6 +109,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	c.Client = mgr.GetClient()
+	c.resync = make(chan event.GenericEvent, 1)
 	enqueue := handler.EnqueueRequestsFromMapFunc(always)
 	nodes := builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -123,8 +136,13 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetName() == ConfigMapName
 	}))
+	wopts := controller.Options{SkipNameValidation: ptr.To(true)}
+	if c.Leader != nil {
+		wopts.NeedLeaderElection = ptr.To(false)
+	}
 	err = watch(ctrl.NewControllerManagedBy(mgr).Named("noproxy-configmaps").
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)})).
+		WithOptions(wopts)).
+		WatchesRawSource(source.Channel(c.resync, enqueue)).
 		Watches(&corev1.Namespace{}, enqueue).
 		Watches(&corev1.ConfigMap{}, enqueue, ours).
 		Complete(reconcile.Func(c.sync))
@@ -157,13 +175,29 @@ func (c *Controller) track(ctx context.Context, _ reconcile.Request) (reconcile.
 	return reconcile.Result{}, nil
 }
 
+// ProxyKey holds the NO_PROXY for egret's own proxies (Result.ProxyValue):
+// the gateway reads it (configMapKeyRef) as its direct rules.
+const ProxyKey = "EGRET_NO_PROXY"
+
 // ConfigMapData returns the data of ConfigMapName for a namespace.
 func ConfigMapData(r *Result) map[string]string {
 	v := r.Value()
-	return map[string]string{"NO_PROXY": v, "no_proxy": v, ExplainKey: string(r.Explain())}
+	return map[string]string{"NO_PROXY": v, "no_proxy": v, ProxyKey: r.ProxyValue(), ExplainKey: string(r.Explain())}
+}
+
+// Resync makes the ConfigMap writer run again (after winning leadership).
+// Safe to call before the manager starts and from any goroutine.
+func (c *Controller) Resync() {
+	select {
+	case c.resync <- event.GenericEvent{Object: &corev1.ConfigMap{}}:
+	default: // one pending is enough
+	}
 }
 
 func (c *Controller) sync(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if c.Leader != nil && !c.Leader() {
+		return reconcile.Result{}, nil
+	}
 	lg := log.FromContext(ctx)
 	cluster, err := c.compute(ctx)
 	if err != nil {
@@ -179,7 +213,7 @@ func (c *Controller) sync(ctx context.Context, _ reconcile.Request) (reconcile.R
 		if ns.DeletionTimestamp != nil {
 			continue
 		}
-		if ns.Labels[InjectLabel] != InjectEnabled {
+		if ns.Labels[InjectLabel] != InjectEnabled && ns.Name != c.OwnNamespace {
 			if err := c.remove(ctx, ns.Name); err != nil {
 				errs = append(errs, err)
 			}

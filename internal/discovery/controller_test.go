@@ -67,7 +67,7 @@ func TestDiscoverLiveCluster(t *testing.T) {
 		",10.96.0.0/16,", // the API server's --service-cluster-ip-range, as ServiceCIDR "kubernetes"
 		",10.96.0.1,",    // the kubernetes Service ClusterIP
 		",10.250.0.0/23,", ",fd00:250::/63,",
-		",169.254.169.254,fd00:ec2::254,registry.corp,.internal",
+		",169.254.169.254,fd00:ec2::254,[fd00:ec2::254],registry.corp,.internal",
 		",.svc,.svc.cluster.local,.cluster.local,",
 	} {
 		if !strings.Contains(","+v+",", want) {

@@ -3,104 +3,20 @@ package doctor
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
+
+	"egret.io/egret/internal/proxystatus"
 )
-
-// psEntry is one member of an RFC 9209 Proxy-Status field: the proxy's
-// name and its parameters (error, next-hop, details, ...).
-type psEntry struct {
-	proxy  string
-	params map[string]string
-}
-
-// parseProxyStatus reads Proxy-Status field values (RFC 9209: a
-// Structured Fields list of tokens or strings with parameters). It is
-// lenient: a malformed member is skipped, never fatal.
-func parseProxyStatus(values []string) []psEntry {
-	var out []psEntry
-	for _, v := range values {
-		for _, m := range splitOutsideQuotes(v, ',') {
-			m = strings.TrimSpace(m)
-			if m == "" {
-				continue
-			}
-			parts := splitOutsideQuotes(m, ';')
-			name, ok := sfValue(strings.TrimSpace(parts[0]))
-			if !ok || name == "" {
-				continue
-			}
-			e := psEntry{proxy: name, params: map[string]string{}}
-			for _, p := range parts[1:] {
-				k, val, has := strings.Cut(strings.TrimSpace(p), "=")
-				k = strings.ToLower(strings.TrimSpace(k))
-				if k == "" {
-					continue
-				}
-				if !has {
-					e.params[k] = "?1"
-					continue
-				}
-				if s, ok := sfValue(strings.TrimSpace(val)); ok {
-					e.params[k] = s
-				}
-			}
-			out = append(out, e)
-			if len(out) >= 16 {
-				return out
-			}
-		}
-	}
-	return out
-}
-
-// splitOutsideQuotes splits s at sep where sep is not inside a
-// double-quoted string (backslash escapes honoured).
-func splitOutsideQuotes(s string, sep byte) []string {
-	var out []string
-	start, inq := 0, false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case inq && c == '\\':
-			i++
-		case c == '"':
-			inq = !inq
-		case !inq && c == sep:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
-}
-
-// sfValue reads a token, integer or quoted string.
-func sfValue(s string) (string, bool) {
-	if strings.HasPrefix(s, `"`) {
-		if len(s) < 2 || !strings.HasSuffix(s, `"`) {
-			return "", false
-		}
-		u, err := strconv.Unquote(s)
-		if err != nil {
-			// RFC 8941 strings allow only \" and \\ escapes.
-			u = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(s[1 : len(s)-1])
-		}
-		return u, true
-	}
-	if s == "" || strings.ContainsAny(s, " \t\"") {
-		return "", false
-	}
-	return s, true
-}
 
 // proxyError returns the last Proxy-Status member that carries an error
 // (the proxy closest to the client appends last).
-func proxyError(entries []psEntry) (psEntry, bool) {
+func proxyError(entries []proxystatus.Entry) (proxystatus.Entry, bool) {
 	for i := len(entries) - 1; i >= 0; i-- {
-		if entries[i].params["error"] != "" {
+		if entries[i].Params["error"] != "" {
 			return entries[i], true
 		}
 	}
-	return psEntry{}, false
+	return proxystatus.Entry{}, false
 }
 
 // decodeIn is what decoding a proxy's answer needs to know.
@@ -138,7 +54,7 @@ func oneLine(b []byte) string {
 func decodeAnswer(a *answer, in decodeIn) verdict {
 	v := verdict{status: Fail}
 	v.details = append(v.details, "proxy "+in.proxy+" (from "+in.source+") answered "+a.status+" to "+in.target)
-	ps := parseProxyStatus(a.header.Values("Proxy-Status"))
+	ps := proxystatus.Parse(a.header.Values("Proxy-Status"))
 	if len(ps) > 0 {
 		v.details = append(v.details, "Proxy-Status: "+strings.Join(a.header.Values("Proxy-Status"), ", "))
 	}
@@ -150,12 +66,12 @@ func decodeAnswer(a *answer, in decodeIn) verdict {
 		v.details = append(v.details, "body: "+b)
 	}
 	pe, hasPE := proxyError(ps)
-	etype, hop, pdetail := pe.params["error"], pe.params["next-hop"], pe.params["details"]
+	etype, hop, pdetail := pe.Params["error"], pe.Params["next-hop"], pe.Params["details"]
 	if hasPE && pdetail != "" {
 		v.details = append(v.details, "the proxy says: "+pdetail)
 	}
 	who := "the proxy " + in.proxy
-	if hasPE && pe.proxy == "egret" {
+	if hasPE && pe.Proxy == "egret" {
 		who = "egret at " + in.proxy
 	}
 

@@ -63,7 +63,7 @@ func (s *state) dnsResult(ctx context.Context, host string, role dnsRole, from s
 		r.Details = append(r.Details, s.rcErr.Error()+" (no search list applied)")
 	} else {
 		r.Details = append(r.Details, fmt.Sprintf("resolv.conf: nameserver %s; search %s; ndots %d",
-			orDefault(strings.Join(s.rc.nameservers, " "), "(none)"), orDefault(strings.Join(s.rc.search, " "), "(none)"), s.rc.ndots))
+			orDefault(strings.Join(s.rc.nameservers(), " "), "(none)"), orDefault(strings.Join(s.rc.Search, " "), "(none)"), s.rc.Ndots))
 	}
 	if len(res.tried) > 0 {
 		r.Details = append(r.Details, "asked: "+strings.Join(res.tried, " "))
@@ -78,7 +78,7 @@ func (s *state) dnsResult(ctx context.Context, host string, role dnsRole, from s
 	}
 	f := failureOf("resolve "+host, res.err)
 	r.Details = append(r.Details, f.Error())
-	ns := orDefault(strings.Join(s.rc.nameservers, ", "), "the cluster DNS")
+	ns := orDefault(strings.Join(s.rc.nameservers(), ", "), "the cluster DNS")
 	dnsDown := f.kind == fkDNSTimeout || f.kind == fkDNS || f.kind == fkTimeout || f.kind == fkRefused || f.kind == fkOther
 	switch role {
 	case roleInternal:

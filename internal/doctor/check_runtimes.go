@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"egret.io/egret/internal/noproxy"
+	"egret.io/egret/internal/proxystatus"
 )
 
 // byDecision groups noproxy results.
@@ -264,8 +265,8 @@ func (s *state) internalAdvice(entries []string, works bool) string {
 
 // psType is the error type of a proxy's Proxy-Status, or its X-Squid-Error.
 func psType(a *answer) string {
-	if pe, ok := proxyError(parseProxyStatus(a.header.Values("Proxy-Status"))); ok {
-		return pe.params["error"]
+	if pe, ok := proxyError(proxystatus.Parse(a.header.Values("Proxy-Status"))); ok {
+		return pe.Params["error"]
 	}
 	return a.header.Get("X-Squid-Error")
 }

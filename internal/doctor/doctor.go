@@ -137,6 +137,9 @@ type Options struct {
 	Clients []string
 	// Timeout bounds each network operation; zero means DefaultTimeout.
 	Timeout time.Duration
+	// TLS are https URLs the tls check connects to through the proxy
+	// (check_tls.go); empty: the echo URL when it is https.
+	TLS []string
 }
 
 // Resolver looks names up. *net.Resolver implements it.
@@ -380,6 +383,7 @@ func Checks(o Options, d Deps) ([]Check, error) {
 	checks = append(checks, s.runtimesEchoCheck())
 	checks = append(checks, s.proxyChecks()...)
 	checks = append(checks, s.egressCheck())
+	checks = append(checks, s.tlsChecks()...)
 	return checks, nil
 }
 

@@ -161,11 +161,11 @@ func (l *lab) startEgret(t *testing.T, ns *netns.NS, listen string, rules []rout
 		def = route.Upstream
 		p := &upstream.Pool{Name: "default", Dialer: nsDialer{ns}, ConnectTimeout: 5 * time.Second}
 		for _, raw := range members {
-			m, err := upstream.ParseMember(raw)
+			m, err := upstream.ParseMemberURL(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.Members = append(p.Members, m)
+			p.Members = append(p.Members, upstream.NewMember(m))
 		}
 		st.Pools["default"] = p
 	}

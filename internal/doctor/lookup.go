@@ -64,7 +64,7 @@ func (l *lookups) lookup(ctx context.Context, host string) lookupResult {
 func (l *lookups) resolve(ctx context.Context, host string) lookupResult {
 	var res lookupResult
 	var hard error
-	for _, cand := range l.s.rc.candidates(host) {
+	for _, cand := range l.s.rc.Names(host) {
 		res.tried = append(res.tried, cand)
 		lctx, cancel := context.WithTimeout(ctx, l.s.opTimeout())
 		addrs, err := l.s.d.Resolver.LookupNetIP(lctx, "ip", cand)

@@ -3,36 +3,23 @@ package doctor
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"egret.io/egret/internal/resolve"
 )
 
-func TestParseResolvConf(t *testing.T) {
-	tests := []struct {
-		name        string
-		text        string
-		search      []string
-		ndots       int
-		nameservers []string
-		domain, ns  string
-	}{
-		{"kubernetes-pod", "search shop.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n",
-			[]string{"shop.svc.cluster.local", "svc.cluster.local", "cluster.local"}, 5, []string{"10.96.0.10"}, "cluster.local", "shop"},
-		{"custom-domain-and-host-search", "nameserver 10.0.0.10\nsearch Payments.svc.corp.example. svc.corp.example corp.example ec2.internal\noptions timeout:2 ndots:3 attempts:2\n",
-			[]string{"payments.svc.corp.example", "svc.corp.example", "corp.example", "ec2.internal"}, 3, []string{"10.0.0.10"}, "corp.example", "payments"},
-		{"comments-and-last-search-wins", "# generated\nsearch a.example\n; old\nsearch b.example # inline\nnameserver 1.1.1.1\nnameserver fd00::10\n",
-			[]string{"b.example"}, 1, []string{"1.1.1.1", "fd00::10"}, "", ""},
-		{"domain-line", "domain corp.example\n", []string{"corp.example"}, 1, nil, "", ""},
-		{"ndots-capped-and-bad-ignored", "options ndots:99\noptions ndots:x\n", nil, 15, nil, "", ""},
-		{"empty", "", nil, 1, nil, "", ""},
-	}
-	for _, tt := range tests {
+// TestPodSearchList: the cluster domain and namespace a pod's search list
+// names (resolv.conf itself is read by package resolve).
+func TestPodSearchList(t *testing.T) {
+	for _, tt := range []struct{ name, text, domain, ns string }{
+		{"kubernetes-pod", "search shop.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n", "cluster.local", "shop"},
+		{"custom-domain-and-host-search", "nameserver 10.0.0.10\nsearch Payments.svc.corp.example. svc.corp.example corp.example ec2.internal\n", "corp.example", "payments"},
+		{"no-cluster", "search b.example\n", "", ""},
+		{"empty", "", "", ""},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := parseResolvConf(tt.text)
-			if !reflect.DeepEqual(rc.search, tt.search) || rc.ndots != tt.ndots || !reflect.DeepEqual(rc.nameservers, tt.nameservers) {
-				t.Errorf("got search %q ndots %d nameservers %q", rc.search, rc.ndots, rc.nameservers)
-			}
+			rc := resolvConf{resolve.ParseResolvConf(tt.text)}
 			if d := rc.clusterDomain(); d != tt.domain {
 				t.Errorf("clusterDomain = %q, want %q", d, tt.domain)
 			}
@@ -41,44 +28,6 @@ func TestParseResolvConf(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestCandidates(t *testing.T) {
-	rc := parseResolvConf("search shop.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n")
-	tests := []struct {
-		name, host string
-		want       []string
-	}{
-		{"short-name-searched-first", "payments", []string{"payments.shop.svc.cluster.local.", "payments.svc.cluster.local.", "payments.cluster.local.", "payments."}},
-		{"absolute-only-itself", "payments.shop.svc.cluster.local.", []string{"payments.shop.svc.cluster.local."}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := rc.candidates(tt.host); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
-		})
-	}
-	rc.ndots = 1
-	if got := rc.candidates("api.example.com"); got[0] != "api.example.com." {
-		t.Errorf("with ndots 1 a dotted name is tried as is first: %q", got)
-	}
-}
-
-func FuzzParseResolvConf(f *testing.F) {
-	f.Add("search a.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n")
-	f.Add("domain x\noptions ndots:-1 ndots:\n#\n;")
-	f.Fuzz(func(t *testing.T, s string) {
-		rc := parseResolvConf(s)
-		if rc.ndots < 0 || rc.ndots > 15 || len(rc.search) > 32 {
-			t.Fatalf("%q: ndots %d, %d search domains", s, rc.ndots, len(rc.search))
-		}
-		for _, c := range rc.candidates("x") {
-			if !strings.HasSuffix(c, ".") {
-				t.Fatalf("candidate %q is not absolute", c)
-			}
-		}
-	})
 }
 
 func TestParseTarget(t *testing.T) {
@@ -140,47 +89,6 @@ func FuzzParseTarget(f *testing.F) {
 		}
 		_ = tg.urlFor(tg.host)
 		_ = tg.hostPort()
-	})
-}
-
-func TestParseProxyStatus(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []string
-		want []psEntry
-	}{
-		{"egret-upstream-auth", []string{`egret; error=upstream_auth_required; next-hop="http://u:xxxxx@squid:3128"; details="upstream rejected egret's credentials (407)"`},
-			[]psEntry{{"egret", map[string]string{"error": "upstream_auth_required", "next-hop": "http://u:xxxxx@squid:3128", "details": "upstream rejected egret's credentials (407)"}}}},
-		{"list-and-several-fields", []string{`"gw.example"; error=dns_timeout, egret; error=pool_unavailable`, `edge; received-status=502`},
-			[]psEntry{{"gw.example", map[string]string{"error": "dns_timeout"}}, {"egret", map[string]string{"error": "pool_unavailable"}}, {"edge", map[string]string{"received-status": "502"}}}},
-		{"commas-and-semicolons-inside-strings", []string{`egret; error=http_request_denied; details="a, b; c \"d\""`},
-			[]psEntry{{"egret", map[string]string{"error": "http_request_denied", "details": `a, b; c "d"`}}}},
-		{"boolean-param-and-junk", []string{`egret; x; error=connection_refused, "unterminated; error=y, ; =z`},
-			[]psEntry{{"egret", map[string]string{"x": "?1", "error": "connection_refused"}}}},
-		{"empty", []string{""}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := parseProxyStatus(tt.in); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got  %#v\nwant %#v", got, tt.want)
-			}
-		})
-	}
-}
-
-func FuzzParseProxyStatus(f *testing.F) {
-	f.Add(`egret; error=upstream_auth_required; next-hop="http://squid:3128"; details="x"`)
-	f.Add(`a, b; c="d,e"; f`)
-	f.Fuzz(func(t *testing.T, s string) {
-		es := parseProxyStatus([]string{s})
-		if len(es) > 16 {
-			t.Fatalf("%d entries", len(es))
-		}
-		for _, e := range es {
-			if e.proxy == "" || e.params == nil {
-				t.Fatalf("%q: entry %#v", s, e)
-			}
-		}
 	})
 }
 

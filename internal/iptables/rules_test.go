@@ -2,11 +2,12 @@ package iptables
 
 import (
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	goldenfile "egret.io/egret/internal/testutil/golden"
 )
 
 // goldenCases are the flag sets whose restore text is pinned in testdata.
@@ -40,40 +41,14 @@ func render(c Config) string {
 }
 
 func TestGoldenRestoreText(t *testing.T) {
-	used := map[string]bool{}
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := tc.spec.Compile()
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", tc.name+".golden")
-			used[path] = true
-			golden(t, path, render(c))
+			golden(t, filepath.Join("testdata", tc.name+".golden"), render(c))
 		})
-	}
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.golden"))
-	for _, f := range files {
-		if !used[f] {
-			t.Errorf("unused golden file %s", f)
-		}
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if os.Getenv("EGRET_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (EGRET_UPDATE_GOLDEN=1 writes it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (EGRET_UPDATE_GOLDEN=1 rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 
@@ -269,4 +244,9 @@ func FuzzCompile(f *testing.F) {
 			}
 		}
 	})
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	goldenfile.Check(t, path, []byte(got))
 }

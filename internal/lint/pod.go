@@ -50,6 +50,10 @@ type Cluster struct {
 	// Proxy is the proxy URL pods are expected to use (the sidecar or the
 	// gateway Service); "": any proxy is accepted.
 	Proxy string
+	// InterceptingProxies are proxies (host or host:port) known to
+	// intercept TLS with their own CA: a pod that uses one must give each
+	// runtime in its image a CA bundle (rule tls-ca-missing). nil: none.
+	InterceptingProxies []string
 }
 
 // domain returns the cluster domain with its default applied.

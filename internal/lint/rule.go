@@ -32,6 +32,7 @@ var rules = []Rule{
 	ruleJVMHTTPSNonProxy,
 	ruleJVMNonProxyHosts,
 	ruleJVMProxyProps,
+	ruleJVMTrustStore,
 	ruleNoProxyIgnored,
 	ruleNoProxyIncomplete,
 	ruleNoProxyMissing,
@@ -47,6 +48,7 @@ var rules = []Rule{
 	ruleSingleCase,
 	ruleRefMissing,
 	ruleRefUnresolved,
+	ruleTLSCAMissing,
 }
 
 // Rules returns the rule set sorted by ID. The result is a copy.

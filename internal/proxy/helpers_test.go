@@ -75,11 +75,11 @@ func (pc proxyConf) state(t testing.TB) *State {
 	if len(pc.members) > 0 {
 		p := &upstream.Pool{Name: "default", ConnectTimeout: 5 * time.Second}
 		for _, raw := range pc.members {
-			m, err := upstream.ParseMember(raw)
+			m, err := upstream.ParseMemberURL(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.Members = append(p.Members, m)
+			p.Members = append(p.Members, upstream.NewMember(m))
 		}
 		st.Pools["default"] = p
 	}

@@ -88,16 +88,16 @@ func startCredentials(ctx context.Context, cfg *config.Proxy, p *process, log *s
 // and ends those of the state before.
 func (p *process) follow(cfg *config.Proxy, st *proxy.State) {
 	ctx, stop := context.WithCancel(p.bg)
-	for name, o := range cfg.PoolOptions {
+	for name, pc := range cfg.Pools {
 		pl := st.Pools[name]
 		if pl == nil {
 			continue
 		}
-		if o.MembersFile != "" {
-			p.watchMembers(ctx, cfg, pl, o)
+		if pc.MembersFile != "" {
+			p.watchMembers(ctx, cfg, pl, pc)
 		}
-		if o.Probe.Target != "" {
-			go pl.RunProbes(ctx, o.Probe)
+		if pc.Probe.Target != "" {
+			go pl.RunProbes(ctx, pc.Probe)
 		}
 	}
 	p.mu.Lock()
@@ -109,7 +109,7 @@ func (p *process) follow(cfg *config.Proxy, st *proxy.State) {
 	}
 }
 
-func (p *process) watchMembers(ctx context.Context, cfg *config.Proxy, pl *upstream.Pool, o config.PoolOptions) {
+func (p *process) watchMembers(ctx context.Context, cfg *config.Proxy, pl *upstream.Pool, o config.Pool) {
 	w := &watch.Files{
 		Paths:    []string{o.MembersFile},
 		Interval: cfg.Credentials.CheckInterval,
@@ -118,7 +118,7 @@ func (p *process) watchMembers(ctx context.Context, cfg *config.Proxy, pl *upstr
 			if err != nil {
 				return fmt.Errorf("members file %s: %w", o.MembersFile, err)
 			}
-			removed := pl.SetMembers(append(append([]*upstream.Member(nil), o.Static...), ms...))
+			removed := pl.SetMembers(newMembers(append(append([]upstream.MemberSpec(nil), o.Static...), ms...)))
 			p.s.RetireConnections()
 			p.m.ConfigReloads.WithLabelValues("members", "ok").Inc()
 			p.log.Info("upstream members reloaded", "pool", pl.Name, "file", o.MembersFile, "members", len(pl.Current()), "removed", len(removed))

@@ -22,27 +22,24 @@ func BuildState(cfg *config.Proxy, health *upstream.Health, store *credentials.S
 		return nil, err
 	}
 	st := &proxy.State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: config.DefaultPool}
-	pool := func(name string) *upstream.Pool {
-		p := &upstream.Pool{Name: name, ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect), Health: health, Credentials: store}
-		if o, ok := cfg.PoolOptions[name]; ok {
-			p.Policy, p.Backoff = o.Policy, o.Backoff
-			if o.RootCAs != nil || o.ServerName != "" {
-				p.TLSConfig = &tls.Config{RootCAs: o.RootCAs, ServerName: o.ServerName}
-			}
+	for name, pc := range cfg.Pools {
+		p := &upstream.Pool{Name: name, Members: newMembers(pc.Members), Policy: pc.Policy, Backoff: pc.Backoff,
+			ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect), Health: health, Credentials: store}
+		if pc.RootCAs != nil || pc.ServerName != "" {
+			p.TLSConfig = &tls.Config{RootCAs: pc.RootCAs, ServerName: pc.ServerName}
 		}
-		return p
-	}
-	for name, ms := range cfg.Pools {
-		p := pool(name)
-		p.Members = ms
 		st.Pools[name] = p
 	}
-	for name := range cfg.PoolOptions {
-		if st.Pools[name] == nil { // a pool whose member file is empty for now
-			st.Pools[name] = pool(name)
-		}
-	}
 	return st, nil
+}
+
+// newMembers makes the live members of specs.
+func newMembers(specs []upstream.MemberSpec) []*upstream.Member {
+	out := make([]*upstream.Member, len(specs))
+	for i, s := range specs {
+		out[i] = upstream.NewMember(s)
+	}
+	return out
 }
 
 // BuildProtection turns the configuration's gateway hardening and limits
@@ -75,15 +72,7 @@ func BuildProtection(cfg *config.Proxy) proxy.Protection {
 // Options turns the configuration's fixed settings into the proxy's
 // Options (dependencies are added by Run).
 func options(cfg *config.Proxy) proxy.Options {
-	t := cfg.Timeouts
-	return proxy.Options{
-		Via: cfg.Via,
-		Timeouts: proxy.Timeouts{
-			Dial: t.Dial, UpstreamConnect: t.UpstreamConnect, HeaderRead: t.HeaderRead,
-			ClientIdle: t.ClientIdle, TunnelIdle: t.TunnelIdle, ResponseHeader: t.ResponseHeader,
-		},
-		Protection: BuildProtection(cfg),
-	}
+	return proxy.Options{Via: cfg.Via, Timeouts: cfg.Timeouts, Protection: BuildProtection(cfg)}
 }
 
 func positive[T ~int64](d T) T {

@@ -50,7 +50,7 @@ func (p *process) status() admin.Status {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		out.Pools = append(out.Pools, poolStatus(st.Pools[n], cfg.PoolOptions[n], now))
+		out.Pools = append(out.Pools, poolStatus(st.Pools[n], cfg.Pools[n], now))
 	}
 	if b := p.prot.Breakers; b != nil {
 		list, _ := b.Status()
@@ -83,7 +83,7 @@ func (p *process) status() admin.Status {
 	return out
 }
 
-func poolStatus(pl *upstream.Pool, o config.PoolOptions, now time.Time) admin.PoolStatus {
+func poolStatus(pl *upstream.Pool, o config.Pool, now time.Time) admin.PoolStatus {
 	ps := admin.PoolStatus{Name: pl.Name, Policy: policyName(pl.Policy), Probe: o.Probe.Target, File: o.MembersFile}
 	for _, m := range pl.Current() {
 		ms := m.State(now)
@@ -217,8 +217,8 @@ func routeString(a route.Action, pool string) string {
 
 func poolSummary(cfg *config.Proxy) string {
 	names := make([]string, 0, len(cfg.Pools))
-	for n, ms := range cfg.Pools {
-		names = append(names, fmt.Sprintf("%s(%d)", n, len(ms)))
+	for n, pc := range cfg.Pools {
+		names = append(names, fmt.Sprintf("%s(%d)", n, len(pc.Members)))
 	}
 	sort.Strings(names)
 	return strings.Join(names, ",")

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,80 +22,24 @@ import (
 // negative-caching TTL of the zone's SOA (RFC 2308).
 type dnsClient struct {
 	servers  []string // ip:port, tried in order
-	search   []string // search domains, without dots at either end
-	ndots    int
+	rc       ResolvConf
 	timeout  time.Duration // per server try
 	attempts int
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// resolvConf reads resolv.conf(5): nameserver, search/domain, and the
-// options ndots, timeout and attempts.
+// resolvConf makes the client of a resolv.conf's text.
 func resolvConf(text string) *dnsClient {
-	c := &dnsClient{ndots: 1, timeout: 5 * time.Second, attempts: 2}
-	for _, line := range strings.Split(text, "\n") {
-		if i := strings.IndexAny(line, "#;"); i >= 0 {
-			line = line[:i]
-		}
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "nameserver":
-			if a, err := netip.ParseAddr(f[1]); err == nil && len(c.servers) < 3 {
-				c.servers = append(c.servers, netip.AddrPortFrom(a, 53).String())
-			}
-		case "search", "domain":
-			c.search = nil
-			for _, d := range f[1:] {
-				if d = strings.Trim(d, "."); d != "" {
-					c.search = append(c.search, strings.ToLower(d))
-				}
-			}
-		case "options":
-			for _, o := range f[1:] {
-				k, v, _ := strings.Cut(o, ":")
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 0 {
-					continue
-				}
-				switch k {
-				case "ndots":
-					c.ndots = min(n, 15)
-				case "timeout":
-					c.timeout = time.Duration(max(1, min(n, 30))) * time.Second
-				case "attempts":
-					c.attempts = max(1, min(n, 5))
-				}
-			}
-		}
+	rc := ParseResolvConf(text)
+	c := &dnsClient{rc: rc, timeout: rc.Timeout, attempts: rc.Attempts}
+	for _, a := range rc.Nameservers {
+		c.servers = append(c.servers, netip.AddrPortFrom(a, 53).String())
 	}
 	return c
 }
 
-// names returns the names to try for host, in order, following the
-// search list and ndots as the system resolver does.
-func (c *dnsClient) names(host string) []string {
-	if strings.HasSuffix(host, ".") {
-		return []string{host}
-	}
-	abs := host + "."
-	if len(c.search) == 0 {
-		return []string{abs}
-	}
-	var out []string
-	if strings.Count(host, ".") >= c.ndots {
-		out = append(out, abs)
-	}
-	for _, s := range c.search {
-		out = append(out, host+"."+s+".")
-	}
-	if strings.Count(host, ".") < c.ndots {
-		out = append(out, abs)
-	}
-	return out
-}
+// names returns the names to try for host (ResolvConf.Names).
+func (c *dnsClient) names(host string) []string { return c.rc.Names(host) }
 
 // errNoAnswer is a name that exists without A/AAAA records.
 var errNoAnswer = errors.New("no answer")

@@ -150,7 +150,7 @@ func (s *dnsServer) answer(q []byte, udp bool) []byte {
 
 func TestResolvConf(t *testing.T) {
 	c := resolvConf("# x\nnameserver 10.96.0.10\nnameserver fd00::a\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5 timeout:2 attempts:3 edns0\n")
-	if strings.Join(c.servers, ",") != "10.96.0.10:53,[fd00::a]:53" || c.ndots != 5 || c.timeout != 2*time.Second || c.attempts != 3 {
+	if strings.Join(c.servers, ",") != "10.96.0.10:53,[fd00::a]:53" || c.rc.Ndots != 5 || c.timeout != 2*time.Second || c.attempts != 3 {
 		t.Errorf("parsed %+v", c)
 	}
 	tests := []struct {
@@ -176,7 +176,7 @@ func FuzzResolvConf(f *testing.F) {
 	f.Add("options ndots:-1 timeout:x attempts:99999999999")
 	f.Fuzz(func(t *testing.T, s string) {
 		c := resolvConf(s)
-		if c.ndots < 0 || c.ndots > 15 || c.timeout <= 0 || c.attempts < 1 || len(c.servers) > 3 {
+		if c.rc.Ndots < 0 || c.rc.Ndots > 15 || len(c.rc.Search) > 32 || c.timeout <= 0 || c.attempts < 1 || len(c.servers) > 3 {
 			t.Fatalf("out of range: %+v", c)
 		}
 		c.names("x")
@@ -309,5 +309,32 @@ func TestSortV4FirstKeepsOrder(t *testing.T) {
 	want := "[192.0.2.2 192.0.2.1 2001:db8::1 2001:db8::2]"
 	if got := fmt.Sprint(a); got != want {
 		t.Errorf("SortV4First = %s, want %s", got, want)
+	}
+}
+
+func TestParseResolvConf(t *testing.T) {
+	for _, tt := range []struct {
+		name, text  string
+		search      []string
+		ndots       int
+		nameservers string
+	}{
+		{"kubernetes-pod", "search shop.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n",
+			[]string{"shop.svc.cluster.local", "svc.cluster.local", "cluster.local"}, 5, "[10.96.0.10]"},
+		{"case-and-dots", "nameserver 10.0.0.10\nsearch Payments.svc.corp.example. .svc.corp.example\noptions timeout:2 ndots:3 attempts:2\n",
+			[]string{"payments.svc.corp.example", "svc.corp.example"}, 3, "[10.0.0.10]"},
+		{"comments-and-last-search-wins", "# generated\nsearch a.example\n; old\nsearch b.example # inline\nnameserver 1.1.1.1\nnameserver fd00::10\n",
+			[]string{"b.example"}, 1, "[1.1.1.1 fd00::10]"},
+		{"domain-line", "domain corp.example\n", []string{"corp.example"}, 1, "[]"},
+		{"three-servers-at-most-and-names-skipped", "nameserver dns.example\nnameserver 1.1.1.1\nnameserver 2.2.2.2\nnameserver 3.3.3.3\nnameserver 4.4.4.4\n", nil, 1, "[1.1.1.1 2.2.2.2 3.3.3.3]"},
+		{"ndots-capped-and-bad-ignored", "options ndots:99\noptions ndots:x\n", nil, 15, "[]"},
+		{"empty", "", nil, 1, "[]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := ParseResolvConf(tt.text)
+			if fmt.Sprint(rc.Search) != fmt.Sprint(tt.search) || rc.Ndots != tt.ndots || fmt.Sprint(rc.Nameservers) != tt.nameservers {
+				t.Errorf("got search %q ndots %d nameservers %v", rc.Search, rc.Ndots, rc.Nameservers)
+			}
+		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"egret.io/egret/internal/testutil/golden"
 )
 
 var (
@@ -42,7 +44,7 @@ func EgretBinary() (string, error) {
 // built, if any: a package whose tests build it calls Main from TestMain,
 // so no test run leaves a copy of egret in the temporary directory.
 func Main(m *testing.M) {
-	code := m.Run()
+	code := golden.After(m.Run())
 	if buildPath != "" {
 		os.RemoveAll(filepath.Dir(buildPath))
 	}

@@ -45,28 +45,63 @@ const (
 	SchemeSOCKS5 = "socks5"
 )
 
-// ParseMember reads an upstream proxy URL such as
+// MemberSpec is an upstream proxy as configured: a plain value, which
+// NewMember turns into the live Member a pool uses. The configuration
+// produces specs; the process builds members from them.
+type MemberSpec struct {
+	// URL is the proxy's address: scheme, host and port, never user info.
+	URL *url.URL
+	// Weight is at least 1; Backup members serve only when no primary can.
+	Weight int
+	Backup bool
+	// User and Password are the member's own credentials (decoded), used
+	// when OwnAuth is set; without them the pool's shared credentials
+	// apply.
+	User, Password string
+	OwnAuth        bool
+}
+
+// Name is the spec's URL as a string, safe to log and to show to clients.
+func (s MemberSpec) Name() string { return s.URL.String() }
+
+// NewMember makes the live member of s: its own fixed credentials (if
+// any), a health of its own until a pool gives it its entry in the pool's
+// Health table, no connections yet.
+func NewMember(s MemberSpec) *Member {
+	w := s.Weight
+	if w < 1 {
+		w = 1
+	}
+	u := *s.URL
+	m := &Member{URL: &u, Name: u.String(), Weight: w, Backup: s.Backup, h: &health{}}
+	if s.OwnAuth {
+		m.auth, m.ownAuth = credentials.NewStore(credentials.New(s.User, s.Password)), true
+	}
+	return m
+}
+
+// ParseMemberURL reads an upstream proxy URL such as
 // "http://user:p%40ss@proxy.corp:3128". A value without a scheme is taken as
 // http://. The port defaults to 80 (http), 443 (https) or 1080 (socks5).
 // Errors say what is wrong and name the member without its password (nor a
 // lone user name, which may be a token), path or query; for a value that
 // does not parse, without anything after a ':' that could be the first
 // part of a password cut short.
-func ParseMember(raw string) (*Member, error) {
+func ParseMemberURL(raw string) (MemberSpec, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
-		return nil, fmt.Errorf("empty upstream proxy URL")
+		return MemberSpec{}, fmt.Errorf("empty upstream proxy URL")
 	}
 	if _, _, ok := splitScheme(raw); !ok {
 		raw = "http://" + raw
 	}
 	if err := checkUserinfo(raw); err != nil {
-		return nil, fmt.Errorf("upstream proxy %s: %w", display(raw, false), err)
+		return MemberSpec{}, fmt.Errorf("upstream proxy %s: %w", display(raw, false), err)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		// Never err: url.Error quotes the URL and its parts.
-		return nil, fmt.Errorf("upstream proxy %s: %s", display(raw, true), urlProblem(raw))
+		return MemberSpec{}, fmt.Errorf("upstream proxy %s: %s", display(raw, true), urlProblem(raw))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch scheme {
@@ -74,31 +109,29 @@ func ParseMember(raw string) (*Member, error) {
 	case "socks5h":
 		scheme = SchemeSOCKS5 // egret always lets the socks5 proxy resolve names
 	default:
-		return nil, fmt.Errorf("upstream proxy %s: unsupported scheme %q (want http, https or socks5)", display(raw, false), u.Scheme)
+		return MemberSpec{}, fmt.Errorf("upstream proxy %s: unsupported scheme %q (want http, https or socks5)", display(raw, false), u.Scheme)
 	}
 	host := u.Hostname()
 	if host == "" {
-		return nil, fmt.Errorf("upstream proxy %s: no host", display(raw, false))
+		return MemberSpec{}, fmt.Errorf("upstream proxy %s: no host", display(raw, false))
 	}
 	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("upstream proxy %s: a proxy URL has no path, query or fragment (a '/', '?' or '#' in the password must be percent-encoded: %%2F, %%3F, %%23)", display(raw, false))
+		return MemberSpec{}, fmt.Errorf("upstream proxy %s: a proxy URL has no path, query or fragment (a '/', '?' or '#' in the password must be percent-encoded: %%2F, %%3F, %%23)", display(raw, false))
 	}
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{SchemeHTTP: "80", SchemeHTTPS: "443", SchemeSOCKS5: "1080"}[scheme]
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return nil, fmt.Errorf("upstream proxy %s: bad port %q", display(raw, false), port)
+		return MemberSpec{}, fmt.Errorf("upstream proxy %s: bad port %q", display(raw, false), port)
 	}
-	m := &Member{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, Weight: 1, h: &health{}}
-	m.Name = m.URL.String()
-	var user, pw string
+	ms := MemberSpec{URL: &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, Weight: 1}
 	if u.User != nil {
-		user = u.User.Username()
-		pw, _ = u.User.Password()
+		ms.User = u.User.Username()
+		ms.Password, _ = u.User.Password()
+		ms.OwnAuth = ms.User != "" || ms.Password != ""
 	}
-	m.SetCredentials(user, pw)
-	return m, nil
+	return ms, nil
 }
 
 // ParseMemberSpec reads a member with optional attributes after the URL,
@@ -107,33 +140,33 @@ func ParseMember(raw string) (*Member, error) {
 //
 //	http://proxy-a:3128 weight=3
 //	http://proxy-c:3128 backup
-func ParseMemberSpec(spec string) (*Member, error) {
+func ParseMemberSpec(spec string) (MemberSpec, error) {
 	raw, attrs := splitSpec(spec)
 	if raw == "" {
-		return nil, fmt.Errorf("empty upstream proxy URL")
+		return MemberSpec{}, fmt.Errorf("empty upstream proxy URL")
 	}
-	m, err := ParseMember(raw)
+	m, err := ParseMemberURL(raw)
 	if err != nil {
-		return nil, err
+		return MemberSpec{}, err
 	}
 	for i, a := range attrs {
 		k, v, _ := strings.Cut(strings.ToLower(a), "=")
 		switch k {
 		case "backup":
 			if v != "" && v != "true" {
-				return nil, fmt.Errorf("upstream proxy %s: %q: write backup on its own", m.Name, a)
+				return MemberSpec{}, fmt.Errorf("upstream proxy %s: %q: write backup on its own", m.Name(), a)
 			}
 			m.Backup = true
 		case "weight":
 			w, err := strconv.Atoi(v)
 			if err != nil || w < 1 || w > MaxWeight {
-				return nil, fmt.Errorf("upstream proxy %s: weight %q: want 1-%d", m.Name, v, MaxWeight)
+				return MemberSpec{}, fmt.Errorf("upstream proxy %s: weight %q: want 1-%d", m.Name(), v, MaxWeight)
 			}
 			m.Weight = w
 		default:
 			// Not quoted: a password cut short by a caller's splitting
 			// would show here.
-			return nil, fmt.Errorf("upstream proxy %s: unknown attribute %d after the URL (want weight=N or backup)", m.Name, i+1)
+			return MemberSpec{}, fmt.Errorf("upstream proxy %s: unknown attribute %d after the URL (want weight=N or backup)", m.Name(), i+1)
 		}
 	}
 	return m, nil
@@ -145,8 +178,8 @@ func ParseMemberSpec(spec string) (*Member, error) {
 // password does not cut the URL short; a comment after a member holds no
 // '@' (else it might be the rest of a password with " #" in it). Errors
 // name the line and never a password.
-func ParseMemberList(text string) ([]*Member, error) {
-	var out []*Member
+func ParseMemberList(text string) ([]MemberSpec, error) {
+	var out []MemberSpec
 	for n, line := range strings.Split(text, "\n") {
 		line, comment := stripComment(line)
 		if strings.TrimSpace(line) == "" {
@@ -165,17 +198,6 @@ func ParseMemberList(text string) ([]*Member, error) {
 	return out, nil
 }
 
-// SetCredentials gives the member its own fixed user and password (already
-// decoded); empty values remove them. It is meant for building a member,
-// before it is shared.
-func (m *Member) SetCredentials(user, password string) {
-	if user == "" && password == "" {
-		m.auth, m.ownAuth = nil, false
-		return
-	}
-	m.auth, m.ownAuth = credentials.NewStore(credentials.New(user, password)), true
-}
-
 // UseStore makes a member without credentials of its own use s, the pool's
 // shared (rotating) credentials. It is meant for building a member, before
 // it is shared; a member with its own credentials keeps them.
@@ -184,12 +206,6 @@ func (m *Member) UseStore(s *credentials.Store) {
 		m.auth = s
 	}
 }
-
-// HasCredentials reports whether the member authenticates.
-func (m *Member) HasCredentials() bool { return m.auth != nil && m.auth.Current() != nil }
-
-// OwnCredentials reports whether the member's credentials came from its URL.
-func (m *Member) OwnCredentials() bool { return m.ownAuth }
 
 // Credentials returns the member's credential store, or nil.
 func (m *Member) Credentials() *credentials.Store { return m.auth }

@@ -44,8 +44,8 @@ func TestMemberErrorsHoldNoPassword(t *testing.T) {
 			parse func() error
 			where string
 		}{
-			{"url", func() error { _, err := ParseMember(raw); return err }, "proxy"},
-			{"no-scheme", func() error { _, err := ParseMember(strings.TrimPrefix(raw, "http://")); return err }, "proxy"},
+			{"url", func() error { _, err := ParseMemberURL(raw); return err }, "proxy"},
+			{"no-scheme", func() error { _, err := ParseMemberURL(strings.TrimPrefix(raw, "http://")); return err }, "proxy"},
 			{"spec", func() error { _, err := ParseMemberSpec(raw + " weight=2 backup"); return err }, "proxy"},
 			{"list", func() error { _, err := ParseMemberList("http://a:1\n" + raw + " backup # spare\n"); return err }, "line 2"},
 		} {
@@ -73,7 +73,7 @@ func TestMemberErrorsHoldNoPassword(t *testing.T) {
 		m, err := ParseMemberSpec(enc + " weight=2")
 		if err != nil {
 			t.Errorf("%s: encoded %q: %v", tt.name, enc, err)
-		} else if got := m.Credential().Password; got != tt.pw {
+		} else if got := m.Password; got != tt.pw {
 			t.Errorf("%s: encoded %q: password %q", tt.name, enc, got)
 		}
 	}
@@ -88,12 +88,12 @@ func TestMemberPasswordsAsWritten(t *testing.T) {
 		"http://u:%C3%A9@px:1":         "é",
 		"http://u:a:b@px:1":            "a:b",
 	} {
-		m, err := ParseMember(raw)
+		m, err := ParseMemberURL(raw)
 		if err != nil {
 			t.Errorf("%s: %v", raw, err)
 			continue
 		}
-		if got := m.Credential().Password; got != pw {
+		if got := m.Password; got != pw {
 			t.Errorf("%s: password %q, want %q", raw, got, pw)
 		}
 	}
@@ -116,9 +116,9 @@ func TestMemberErrorText(t *testing.T) {
 		{"http://u:QZ@proxy:99999", "upstream proxy http://u:xxxxx@proxy:99999: bad port"},
 		{"http://pro xy:1", "upstream proxy http://pro xy:xxxxx: the host has a space"},
 	} {
-		_, err := ParseMember(tt.in)
+		_, err := ParseMemberURL(tt.in)
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-			t.Errorf("ParseMember(%q) = %v, want %q...", tt.in, err, tt.want)
+			t.Errorf("ParseMemberURL(%q) = %v, want %q...", tt.in, err, tt.want)
 		}
 	}
 }
@@ -142,11 +142,11 @@ func TestRedact(t *testing.T) {
 func TestMemberListComments(t *testing.T) {
 	ms, err := ParseMemberList("# pool\n  # indented\nhttp://u:p#w@a:1 weight=2 # the '#' in the password is not one\n\thttp://b:1\t# tab\n")
 	if err == nil {
-		t.Fatalf("an unencoded '#' in a password was accepted: %s", names(ms))
+		t.Fatalf("an unencoded '#' in a password was accepted: %s", specNames(ms))
 	}
 	ms, err = ParseMemberList("# pool\n  # indented\nhttp://u:p%23w@a:1 weight=2 # spare\n\thttp://b:1\t# tab\n# ask ops@corp\n")
-	if err != nil || names(ms) != "a:1,b:1" || ms[0].Credential().Password != "p#w" {
-		t.Fatalf("got %s, %v", names(ms), err)
+	if err != nil || specNames(ms) != "a:1,b:1" || ms[0].Password != "p#w" {
+		t.Fatalf("got %s, %v", specNames(ms), err)
 	}
 	// " #" in a password, or a comment with an e-mail address? Refused
 	// either way, without quoting the line.
@@ -183,22 +183,22 @@ func FuzzMemberSecret(f *testing.F) {
 		var err error
 		switch how % 3 {
 		case 0:
-			var m *Member
-			if m, err = ParseMember(raw); err == nil {
-				name = m.Name
+			var m MemberSpec
+			if m, err = ParseMemberURL(raw); err == nil {
+				name = m.Name()
 			}
 		case 1:
-			var m *Member
+			var m MemberSpec
 			if m, err = ParseMemberSpec(raw + " weight=2"); err == nil {
-				name = m.Name
+				name = m.Name()
 			}
 		default:
 			if strings.Contains(pw, "\n") {
 				return // a member file is lines: each is a member of its own
 			}
-			var ms []*Member
+			var ms []MemberSpec
 			if ms, err = ParseMemberList(raw + " backup # spare\n"); err == nil {
-				name = names(ms)
+				name = specNames(ms)
 			}
 		}
 		if err != nil && strings.ContainsAny(err.Error(), secretLetters) {

@@ -676,23 +676,13 @@ func blamesDestination(h http.Header) bool {
 			return true
 		}
 	}
-	if ps := h.Values("Proxy-Status"); len(ps) > 0 {
+	if ps := proxystatus.Parse(h.Values("Proxy-Status")); len(ps) > 0 {
 		// The last element is the proxy closest to us: the member.
-		last := ps[len(ps)-1]
-		if i := strings.LastIndexByte(last, ','); i >= 0 {
-			last = last[i+1:]
-		}
-		for _, param := range strings.Split(last, ";") {
-			k, v, ok := strings.Cut(strings.TrimSpace(param), "=")
-			if !ok || k != "error" {
-				continue
-			}
-			switch proxystatus.Type(strings.Trim(v, `"`)) {
-			case proxystatus.DNSTimeout, proxystatus.DNSError, proxystatus.DestinationNotFound,
-				proxystatus.DestinationUnavailable, proxystatus.DestinationIPUnroute,
-				proxystatus.ConnectionRefused, proxystatus.ConnectionTimeout:
-				return true
-			}
+		switch proxystatus.Type(ps[len(ps)-1].Params["error"]) {
+		case proxystatus.DNSTimeout, proxystatus.DNSError, proxystatus.DestinationNotFound,
+			proxystatus.DestinationUnavailable, proxystatus.DestinationIPUnroute,
+			proxystatus.ConnectionRefused, proxystatus.ConnectionTimeout:
+			return true
 		}
 	}
 	return false

@@ -19,9 +19,17 @@ func members(t testing.TB, specs ...string) []*Member {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, m)
+		out = append(out, NewMember(m))
 	}
 	return out
+}
+
+func specNames(ms []MemberSpec) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, strings.TrimPrefix(m.Name(), "http://"))
+	}
+	return strings.Join(s, ",")
 }
 
 func names(ms []*Member) string {
@@ -72,21 +80,21 @@ func TestParseMemberSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Name != tt.wantName || m.Weight != tt.weight || m.Backup != tt.backup || m.HasCredentials() != tt.auth {
-				t.Errorf("got %s weight %d backup %v auth %v", m.Name, m.Weight, m.Backup, m.HasCredentials())
+			if m.Name() != tt.wantName || m.Weight != tt.weight || m.Backup != tt.backup || m.OwnAuth != tt.auth {
+				t.Errorf("got %s weight %d backup %v auth %v", m.Name(), m.Weight, m.Backup, m.OwnAuth)
 			}
 		})
 	}
 	m, _ := ParseMemberSpec("http://u:p%40ss@a:1")
-	if c := m.Credential(); c.Password != "p@ss" {
+	if c := NewMember(m).Credential(); c.Password != "p@ss" {
 		t.Errorf("percent-encoded password decoded to %q", c.Password)
 	}
 }
 
 func TestParseMemberList(t *testing.T) {
 	ms, err := ParseMemberList("# pool\nhttp://a:1 weight=2\n\n  http://b:1 backup # spare\n")
-	if err != nil || names(ms) != "a:1,b:1" || ms[0].Weight != 2 || !ms[1].Backup {
-		t.Fatalf("got %s, %v", names(ms), err)
+	if err != nil || specNames(ms) != "a:1,b:1" || ms[0].Weight != 2 || !ms[1].Backup {
+		t.Fatalf("got %s, %v", specNames(ms), err)
 	}
 	_, err = ParseMemberList("http://a:1\nhttp://u:secret@b:1 weight=x\n")
 	if err == nil || !strings.Contains(err.Error(), "line 2") || strings.Contains(err.Error(), "secret") {
@@ -112,8 +120,8 @@ func FuzzParseMemberSpec(f *testing.F) {
 			}
 			return
 		}
-		if m.Weight < 1 || m.Weight > MaxWeight || m.URL.User != nil || strings.Contains(m.Name, "@") {
-			t.Fatalf("bad member %+v", m.Name)
+		if m.Weight < 1 || m.Weight > MaxWeight || m.URL.User != nil || strings.Contains(m.Name(), "@") {
+			t.Fatalf("bad member %+v", m.Name())
 		}
 	})
 }

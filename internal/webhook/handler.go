@@ -34,6 +34,9 @@ type Handlers struct {
 	Cluster func() *discovery.Result
 	// Namespaces reads the pod's Namespace (an informer cache).
 	Namespaces client.Reader
+	// Trust returns the CA bundle egret last published (TrustController's
+	// Current); nil: no CA injection configured.
+	Trust func() *TrustState
 }
 
 // Mutator returns the /mutate handler.
@@ -67,6 +70,9 @@ func (h *Handlers) input(ctx context.Context, req admission.Request) (*corev1.Po
 	in := Input{Policy: h.Policy}
 	if h.Cluster != nil {
 		in.Cluster = h.Cluster()
+	}
+	if h.Trust != nil {
+		in.Trust = h.Trust()
 	}
 	var ns corev1.Namespace
 	if err := h.Namespaces.Get(ctx, types.NamespacedName{Name: pod.Namespace}, &ns); err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"egret.io/egret/internal/discovery"
@@ -349,4 +350,126 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 			t.Errorf("configmap %s/%s: %v", on, discovery.ConfigMapName, err)
 		}
 	})
+}
+
+// TestAdmissionSurvivesLostLease runs the webhook with leader election, takes
+// its Lease away (another holder, renewed far ahead) and checks that the
+// replica keeps admitting and injecting pods and keeps running, and that it
+// writes the NO_PROXY ConfigMaps again once it wins the Lease back.
+func TestAdmissionSurvivesLostLease(t *testing.T) {
+	c := kubetest.Require(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pid := fmt.Sprint(os.Getpid())
+	sys := c.Namespace(t, "egret-lease", nil)
+	port := freePort(t)
+	name := "egret-lease-" + pid
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"egret-lease-test": pid}}
+	none := admissionregistrationv1.SideEffectClassNone
+	fail := admissionregistrationv1.Fail
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:         "inject.egret.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, MutatePath))},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}},
+			NamespaceSelector: sel, SideEffects: &none, FailurePolicy: &fail,
+			AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](5),
+		}}}
+	if _, err := c.Clientset.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Clientset.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{
+			Config: c.Config, Namespace: sys, Listen: fmt.Sprintf("127.0.0.1:%d", port), MetricsListen: "0",
+			SecretName: "egret-webhook-tls", Hosts: []string{"127.0.0.1"},
+			MutatingWebhooks: []string{name},
+			Policy:           Config{Mode: "gateway", GatewayURL: "http://egret-gateway.egret-system.svc:3128"},
+			LeaderElection:   true, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
+			Ready: func() { close(ready) },
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("webhook stopped: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("webhook not ready after 60s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook: %v", err)
+		}
+	})
+	leases := c.Clientset.CoordinationV1().Leases(sys)
+	holder := func() string {
+		l, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return holder() != "", nil
+	}); err != nil {
+		t.Fatal("the webhook never took the Lease")
+	}
+	ours := holder()
+	// Another replica takes the Lease for an hour.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("another-replica")
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // past the renew deadline: leadership is lost
+	select {
+	case err := <-done:
+		t.Fatalf("the webhook stopped when it lost the Lease: %v", err)
+	default:
+	}
+	if h := holder(); h != "another-replica" {
+		t.Fatalf("Lease holder %q: the webhook took it back while another replica held it", h)
+	}
+	on := c.Namespace(t, "lease-app", map[string]string{"egret-lease-test": pid, discovery.InjectLabel: discovery.InjectEnabled})
+	p, err := c.Clientset.CoreV1().Pods(on).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("admission failed after the lease was lost: %v", err)
+	}
+	if v, _ := env(p.Spec.Containers[0], "HTTPS_PROXY"); v == "" {
+		t.Error("pod not injected after the lease was lost")
+	}
+	// Not the leader: no ConfigMap in the new namespace.
+	time.Sleep(time.Second)
+	if _, err := c.Clientset.CoreV1().ConfigMaps(on).Get(ctx, discovery.ConfigMapName, metav1.GetOptions{}); err == nil {
+		t.Error("a replica without the Lease wrote a ConfigMap")
+	}
+	// The other replica goes away: ours wins again and writes.
+	if err := leases.Delete(ctx, LeaseName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Clientset.CoreV1().ConfigMaps(on).Get(ctx, discovery.ConfigMapName, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Errorf("no ConfigMap after winning the Lease back (holder %q, was %q): %v", holder(), ours, err)
+	}
 }

@@ -23,6 +23,9 @@ type Input struct {
 	// Cluster is the discovered cluster NO_PROXY; nil before discovery ran
 	// (Mutate then refuses to guess and injects nothing).
 	Cluster *discovery.Result
+	// Trust is the CA bundle egret last published; nil before it is built
+	// (Mutate then injects no CA, with a warning).
+	Trust *TrustState
 }
 
 // MutateResult is the outcome of Mutate.
@@ -48,16 +51,24 @@ func OptedIn(pod *corev1.Pod, ns *corev1.Namespace, p *Policy) (bool, string) {
 	if p.Excluded[name] {
 		return false, fmt.Sprintf("namespace %s is excluded", name)
 	}
-	switch v := pod.Annotations[InjectAnnotation]; v {
-	case "true":
-		return true, "pod annotation " + InjectAnnotation + "=true"
-	case "false":
-		return false, "pod annotation " + InjectAnnotation + "=false"
+	// The label is what the webhook configurations select on (a pod outside
+	// an opted-in namespace calls the webhook only with the label); the
+	// annotation is read too, for pods that reach the webhook anyway.
+	for _, src := range []struct {
+		what string
+		m    map[string]string
+	}{{"label", pod.Labels}, {"annotation", pod.Annotations}} {
+		switch v := src.m[InjectAnnotation]; v {
+		case "true":
+			return true, "pod " + src.what + " " + InjectAnnotation + "=true"
+		case "false":
+			return false, "pod " + src.what + " " + InjectAnnotation + "=false"
+		}
 	}
 	if ns != nil && ns.Labels[discovery.InjectLabel] == discovery.InjectEnabled {
 		return true, "namespace label " + discovery.InjectLabel + "=" + discovery.InjectEnabled
 	}
-	return false, "not opted in (label the namespace " + discovery.InjectLabel + "=" + discovery.InjectEnabled + " or annotate the pod " + InjectAnnotation + `: "true")`
+	return false, "not opted in (label the namespace " + discovery.InjectLabel + "=" + discovery.InjectEnabled + " or the pod " + InjectAnnotation + `: "true")`
 }
 
 func podNamespace(pod *corev1.Pod, ns *corev1.Namespace) string {
@@ -65,6 +76,17 @@ func podNamespace(pod *corev1.Pod, ns *corev1.Namespace) string {
 		return ns.Name
 	}
 	return pod.Namespace
+}
+
+const podSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
+
+// podSecurityLevel is the namespace's enforced Pod Security level ("" when
+// none is set: the cluster default, privileged unless configured).
+func podSecurityLevel(ns *corev1.Namespace) string {
+	if ns == nil {
+		return ""
+	}
+	return strings.ToLower(strings.TrimSpace(ns.Labels[podSecurityEnforceLabel]))
 }
 
 // modeFor picks the pod's mode: pod annotation, then namespace annotation,
@@ -123,6 +145,14 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		out.Denied = "egret: gateway mode asked for, but the webhook has no --gateway-url"
 		return out
 	}
+	if mode == Transparent {
+		if level := podSecurityLevel(in.Namespace); level == "baseline" || level == "restricted" {
+			out.Denied = fmt.Sprintf("egret: transparent mode needs the %s init container with NET_ADMIN and NET_RAW as root, which namespace %s's Pod Security level %q (label %s) forbids. "+
+				"Use %s: gateway or sidecar, with a NetworkPolicy that lets the pods reach only the gateway (deploy/app-namespace), or set the namespace's level to privileged",
+				IptablesName, podNamespace(pod, in.Namespace), level, podSecurityEnforceLabel, ModeAnnotation)
+			return out
+		}
+	}
 	out.Mode = mode
 
 	nsAdds, err := discovery.NamespaceAdditions(in.Namespace)
@@ -152,6 +182,7 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		}
 		out.Pod.Annotations[InjectedAnnotation] = mode.String()
 	}
+	injectTrust(&out, in, w)
 	out.Warnings = append(out.Warnings, w.list()...)
 	return out
 }
@@ -219,15 +250,31 @@ func (w *warner) list() []string {
 }
 
 func injectEnv(c *corev1.Container, d desired, w *warner) {
+	idx := func(name string) int {
+		return slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == name })
+	}
 	for _, e := range d.env {
-		i := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == e.name })
+		i := idx(e.name)
 		if i < 0 {
+			// The user set only the other case of this variable: give this
+			// case the user's value too, or the two cases would disagree
+			// (one client through egret, another the user's way).
+			if o := idx(otherCase(e.name)); o >= 0 && otherCase(e.name) != e.name {
+				have := c.Env[o]
+				c.Env = append(c.Env, corev1.EnvVar{Name: e.name, Value: have.Value, ValueFrom: have.ValueFrom.DeepCopy()})
+				continue
+			}
 			c.Env = append(c.Env, corev1.EnvVar{Name: e.name, Value: e.value})
 			continue
 		}
 		have := c.Env[i]
 		if have.ValueFrom != nil || have.Value == e.value {
 			continue // from a Secret or ConfigMap, or already ours: keep
+		}
+		if up := strings.ToUpper(e.name); up != e.name {
+			if j := idx(up); j >= 0 && c.Env[j].ValueFrom == nil && c.Env[j].Value == have.Value {
+				continue // both cases agree: one warning, for the upper case
+			}
 		}
 		if strings.EqualFold(e.name, "NO_PROXY") {
 			if missing := missingEntries(have.Value, d.noProxy); len(missing) > 0 {
@@ -238,6 +285,18 @@ func injectEnv(c *corev1.Container, d desired, w *warner) {
 		w.add("kept:"+e.name, c.Name, fmt.Sprintf("kept your %s=%s (egret would set %s)", e.name, redact(have.Value), redact(e.value)))
 	}
 	injectJava(c, d.java, w)
+}
+
+// otherCase returns the other-case name of a proxy variable (HTTP_PROXY ↔
+// http_proxy); a variable with one case only (NODE_USE_ENV_PROXY) is its own.
+func otherCase(name string) string {
+	switch name {
+	case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY":
+		return strings.ToLower(name)
+	case "http_proxy", "https_proxy", "no_proxy":
+		return strings.ToUpper(name)
+	}
+	return name
 }
 
 // injectJava appends egret's -D properties to JAVA_TOOL_OPTIONS, keeping

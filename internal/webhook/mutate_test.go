@@ -1,13 +1,13 @@
 package webhook
 
 import (
-	"bytes"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	goldenfile "egret.io/egret/internal/testutil/golden"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -83,6 +83,16 @@ func TestMutate(t *testing.T) {
 		{name: "gateway", pod: pod(nil), ns: ns("shop", optedIn, nil), mode: Gateway, golden: true},
 		{name: "pod-annotation-opts-in", pod: pod(map[string]string{InjectAnnotation: "true"}), ns: ns("shop", nil, nil), mode: Gateway},
 		{name: "pod-annotation-opts-out", pod: pod(map[string]string{InjectAnnotation: "false"}), ns: ns("shop", optedIn, nil), skipped: "=false"},
+		{name: "pod-label-opts-in", pod: func() *corev1.Pod { p := pod(nil); p.Labels = map[string]string{InjectAnnotation: "true"}; return p }(), ns: ns("shop", nil, nil), mode: Gateway},
+		{name: "pod-label-opts-out", pod: func() *corev1.Pod { p := pod(nil); p.Labels = map[string]string{InjectAnnotation: "false"}; return p }(), ns: ns("shop", optedIn, nil), skipped: "pod label egret.io/inject=false"},
+		{
+			name:   "transparent-refused-under-pod-security-baseline",
+			pod:    pod(map[string]string{ModeAnnotation: "transparent"}),
+			ns:     ns("shop", map[string]string{discovery.InjectLabel: discovery.InjectEnabled, "pod-security.kubernetes.io/enforce": "baseline"}, nil),
+			denied: `namespace shop's Pod Security level "baseline" (label pod-security.kubernetes.io/enforce) forbids. Use egret.io/mode: gateway or sidecar, with a NetworkPolicy`,
+		},
+		{name: "transparent-under-privileged", pod: pod(map[string]string{ModeAnnotation: "transparent"}),
+			ns: ns("shop", map[string]string{discovery.InjectLabel: discovery.InjectEnabled, "pod-security.kubernetes.io/enforce": "privileged"}, nil), mode: Transparent},
 		{name: "kube-system-never", pod: pod(map[string]string{InjectAnnotation: "true"}), ns: ns("kube-system", optedIn, nil), skipped: "excluded"},
 		{name: "own-namespace-never", pod: pod(map[string]string{InjectAnnotation: "true"}), ns: ns("egret-system", optedIn, nil), skipped: "excluded"},
 		{name: "not-discovered-yet", pod: pod(nil), ns: ns("shop", optedIn, nil), cluster: &discovery.Result{}, skipped: "not discovered", warnings: []string{"not discovered yet"}},
@@ -337,24 +347,6 @@ func FuzzMutate(f *testing.F) {
 	})
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("EGRET_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (EGRET_UPDATE_GOLDEN=1 writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden; got:\n%s", name, got)
-	}
-}
-
 func TestIptablesVariant(t *testing.T) {
 	for image, want := range map[string]string{
 		"ghcr.io/egret-io/egret:0.1.0":    "ghcr.io/egret-io/egret:0.1.0-iptables",
@@ -382,4 +374,9 @@ func TestIptablesVariant(t *testing.T) {
 	if !strings.Contains(res.Denied, "--iptables-image") {
 		t.Errorf("Denied = %q, want the --iptables-image advice", res.Denied)
 	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	goldenfile.Check(t, filepath.Join("testdata", name), got)
 }

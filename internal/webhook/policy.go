@@ -141,6 +141,8 @@ type Config struct {
 	// NativeSidecars says whether the API server runs native sidecars
 	// (NativeSidecarsSupported of its version).
 	NativeSidecars bool
+	// Trust configures the CA injection (ca.go); zero: none.
+	Trust TrustConfig
 }
 
 // Policy is a validated Config. It is immutable; build a new one to change it.
@@ -154,6 +156,7 @@ type Policy struct {
 	FallbackRefuse bool
 	Excluded       map[string]bool
 	NativeSidecars bool
+	Trust          *TrustPolicy // nil: no CA injection
 }
 
 // Compile validates c into a Policy. ownNamespace is always excluded, and so
@@ -212,6 +215,9 @@ func (c Config) Compile(ownNamespace string) (*Policy, error) {
 	}
 	if p.Mode == Gateway && p.Gateway == nil {
 		errs = append(errs, errors.New("gateway mode needs --gateway-url"))
+	}
+	if p.Trust, err = c.Trust.compile(ownNamespace); err != nil {
+		errs = append(errs, err)
 	}
 	if p.Mode != Gateway && p.Image == "" {
 		errs = append(errs, fmt.Errorf("%s mode needs --image (the egret image for the sidecar)", p.Mode))

@@ -7,12 +7,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -48,8 +53,12 @@ type Options struct {
 	// Discovery configures the cluster NO_PROXY computation.
 	Discovery discovery.Options
 	// LeaderElection turns on leader election for the ConfigMap writer
-	// (off only for a single replica or tests).
+	// (off only for a single replica or tests). Only the writer is elected:
+	// admission, the certificate loop and the NO_PROXY tracker run in every
+	// replica, and a replica that loses the lease keeps serving.
 	LeaderElection bool
+	// Lease timings; zero values mean 15 s, 10 s and 2 s (client-go's).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Ready, if set, is called once the server serves and discovery ran.
 	Ready func()
 }
@@ -104,23 +113,32 @@ func Run(ctx context.Context, o Options) error {
 		wopts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }}
 	}
 	wopts.TLSOpts = append(wopts.TLSOpts, func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 })
-	server := crwebhook.NewServer(wopts)
 
 	copts := discovery.CacheOptions()
+	// No manager-wide leader election: losing the lease would stop the
+	// manager, and with it admission. leaderGate elects the writer only.
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
-		Cache:                         copts,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsListen},
-		HealthProbeBindAddress:        "0",
-		WebhookServer:                 server,
-		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              "egret-webhook",
-		LeaderElectionNamespace:       o.Namespace,
-		LeaderElectionReleaseOnCancel: true,
+		Cache:                  copts,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsListen},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          crwebhook.NewServer(wopts),
 	})
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
-	disc := &discovery.Controller{Options: o.Discovery}
+	// The manager adds its webhook server as a runnable only when asked for
+	// it: take it from the manager, never from our own variable.
+	server := mgr.GetWebhookServer()
+	disc := &discovery.Controller{Options: o.Discovery, OwnNamespace: o.Namespace}
+	var gate *leaderGate
+	if o.LeaderElection {
+		gate = &leaderGate{cs: cs, namespace: o.Namespace, name: LeaseName, onElected: disc.Resync,
+			lease: o.LeaseDuration, renew: o.RenewDeadline, retry: o.RetryPeriod}
+		disc.Leader = gate.Leading
+		if err := mgr.Add(gate); err != nil {
+			return err
+		}
+	}
 	if err := disc.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -130,6 +148,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient()}
+	if policy.Trust != nil {
+		tc := &TrustController{Policy: policy.Trust}
+		if err := tc.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		h.Trust = tc.Current
+	}
 	server.Register(MutatePath, h.Mutator())
 	server.Register(ValidatePath, h.Validator())
 	server.Register("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }))
@@ -151,6 +176,65 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("namespace informer: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// LeaseName is the Lease the ConfigMap writer is elected with.
+const LeaseName = "egret-webhook"
+
+// leaderGate campaigns for the Lease for as long as the process runs: it
+// wins, leads, loses (the Lease taken, the API server unreachable past the
+// renew deadline) and campaigns again, without stopping anything else.
+type leaderGate struct {
+	cs                  kubernetes.Interface
+	namespace, name     string
+	lease, renew, retry time.Duration
+	onElected           func()
+	leading             atomic.Bool
+}
+
+func (g *leaderGate) NeedLeaderElection() bool { return false }
+
+// Leading reports whether this replica holds the Lease now.
+func (g *leaderGate) Leading() bool { return g.leading.Load() }
+
+func (g *leaderGate) Start(ctx context.Context) error {
+	host, _ := os.Hostname()
+	id := host + "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, g.namespace, g.name,
+		g.cs.CoreV1(), g.cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return err
+	}
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	lg := ctrl.Log.WithName("leader")
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: lock, Name: g.name, ReleaseOnCancel: true,
+			LeaseDuration: or(g.lease, 15*time.Second), RenewDeadline: or(g.renew, 10*time.Second), RetryPeriod: or(g.retry, 2*time.Second),
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) {
+					lg.Info("leading: writing the NO_PROXY ConfigMaps", "identity", id)
+					g.leading.Store(true)
+					g.onElected()
+				},
+				OnStoppedLeading: func() {
+					if g.leading.Swap(false) && ctx.Err() == nil {
+						lg.Info("lost the lease: admission goes on, ConfigMap writes stop until re-elected", "identity", id)
+					}
+				},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		le.Run(ctx) // returns when leadership is lost or ctx ends
+	}
+	return nil
 }
 
 // readyNotifier calls fn once the webhook server is started and ready.

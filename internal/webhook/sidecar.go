@@ -61,14 +61,14 @@ func addSidecars(spec *corev1.PodSpec, mode Mode, p *Policy, noProxy *discovery.
 		add = append(add, iptablesContainer(p, excludeCIDRs(noProxy)))
 	}
 	if !has(SidecarName) {
-		add = append(add, sidecarContainer(p, mode))
+		add = append(add, sidecarContainer(p, mode, noProxy))
 	}
 	if len(add) > 0 {
 		spec.InitContainers = append(add, spec.InitContainers...)
 	}
 }
 
-func sidecarContainer(p *Policy, mode Mode) corev1.Container {
+func sidecarContainer(p *Policy, mode Mode, noProxy *discovery.Result) corev1.Container {
 	args := []string{"proxy", "--role", "sidecar",
 		"--listen", "127.0.0.1:" + strconv.Itoa(SidecarProxyPort),
 		// The kubelet probes the pod IP, so the admin listener (health,
@@ -111,9 +111,20 @@ func sidecarContainer(p *Policy, mode Mode) corev1.Container {
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	if p.UpstreamSecret != "" {
+	// The sidecar's own direct rules: the cluster goes direct, the rest to
+	// its upstream (NO_PROXY is the proxy's direct list).
+	np := noProxy.ProxyValue() // egret reads NO_PROXY with Go's rules: no "[::1]"
+	c.Env = []corev1.EnvVar{{Name: "NO_PROXY", Value: np}, {Name: "no_proxy", Value: np}}
+	switch {
+	case p.UpstreamSecret != "":
+		// Told otherwise: the Secret's UPSTREAM_PROXY (an env entry would
+		// win over envFrom, so none is set).
 		c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: p.UpstreamSecret}, Optional: ptr.To(true)}}}
+	case p.Gateway != nil:
+		// By default the sidecar reaches the world through the gateway,
+		// which holds the upstream credentials and the egress policy.
+		c.Env = append(c.Env, corev1.EnvVar{Name: "UPSTREAM_PROXY", Value: p.Gateway.String()})
 	}
 	return c
 }

@@ -47,7 +47,7 @@ func Validate(pod *corev1.Pod, in Input) ValidateResult {
 		Object:      lint.ObjectRef{Kind: "Pod", Namespace: podNamespace(pod, in.Namespace), Name: podName(pod)},
 		Spec:        &pod.Spec,
 		Annotations: pod.Annotations,
-		Cluster:     lintCluster(in.Cluster),
+		Cluster:     trustCluster(lintCluster(in.Cluster), p),
 		// No Resolver: the webhook does not read Secrets (least privilege);
 		// values from envFrom/valueFrom are not judged.
 	})

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"egret.io/egret/internal/testutil"
+	"egret.io/egret/internal/testutil/golden"
 )
 
 // KubeVersion is the Kubernetes release the cached binaries are built from.
@@ -129,7 +130,7 @@ func Main(m *testing.M) int {
 	}
 	if testing.Short() {
 		skipWhy = "kube-apiserver tests do not run under -short"
-		return m.Run()
+		return golden.After(m.Run())
 	}
 	start := time.Now()
 	c, err := Start()
@@ -146,7 +147,7 @@ func Main(m *testing.M) int {
 	if err := current.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "kubetest: stop:", err)
 	}
-	return code
+	return golden.After(code)
 }
 
 func isMissing(err error) bool {

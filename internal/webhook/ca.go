@@ -1,0 +1,243 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/lint"
+	"egret.io/egret/internal/trust"
+)
+
+// CA injection: names and annotations.
+const (
+	// TrustConfigMapName is the ConfigMap egret writes into every opted-in
+	// namespace: the bundle (system roots + corporate CAs) as
+	// trust.BundleFile and the JVM's PKCS#12 store as trust.TrustStoreFile.
+	TrustConfigMapName = "egret-trust-bundle"
+	// TrustVolumeName is the volume that mounts it.
+	TrustVolumeName = "egret-trust"
+	// TrustAnnotation on a pod or namespace: "false" keeps the CA out of
+	// its pods (the pod wins).
+	TrustAnnotation = "egret.io/inject-ca"
+	// TrustDigestAnnotation on egret's ConfigMap: the bundle's digest
+	// (trust.Digest), so an unchanged bundle is not rewritten.
+	TrustDigestAnnotation = "egret.io/trust-digest"
+)
+
+// TrustConfig is the wire form of the CA injection (flags of `egret
+// webhook`). The zero value injects no CA.
+type TrustConfig struct {
+	// ConfigMap or Secret ([NAMESPACE/]NAME; egret's namespace when none)
+	// holds the corporate CAs as PEM: a cert-manager trust-manager Bundle
+	// target is the usual one. At most one of the two.
+	ConfigMap, Secret string
+	// Key is the key holding the PEM; "" reads every key that holds PEM
+	// certificates.
+	Key string
+	// MountPath is where the bundle is mounted in containers; ""
+	// means trust.DefaultMountDir.
+	MountPath string
+	// SystemRoots is the file with the system roots egret adds the
+	// corporate CAs to; "" means the first of trust.SystemBundles (the
+	// egret image ships /etc/ssl/certs/ca-certificates.crt).
+	SystemRoots string
+}
+
+// TrustPolicy is a compiled TrustConfig.
+type TrustPolicy struct {
+	Kind            string // "ConfigMap" or "Secret"
+	Namespace, Name string
+	Key             string
+	MountPath       string
+	SystemRoots     string
+}
+
+// Source names the source object: "ConfigMap egret-system/corp-ca".
+func (t *TrustPolicy) Source() string {
+	return t.Kind + " " + t.Namespace + "/" + t.Name
+}
+
+// compile validates c; nil when no source is configured.
+func (c TrustConfig) compile(ownNamespace string) (*TrustPolicy, error) {
+	if c.ConfigMap == "" && c.Secret == "" {
+		if c.Key != "" || c.MountPath != "" || c.SystemRoots != "" {
+			return nil, errors.New("--ca-key, --ca-mount-path and --ca-system-roots need --ca-configmap or --ca-secret")
+		}
+		return nil, nil
+	}
+	if c.ConfigMap != "" && c.Secret != "" {
+		return nil, errors.New("give --ca-configmap or --ca-secret, not both")
+	}
+	t := &TrustPolicy{Kind: "ConfigMap", Key: c.Key, MountPath: c.MountPath, SystemRoots: c.SystemRoots}
+	ref, flag := c.ConfigMap, "--ca-configmap"
+	if c.Secret != "" {
+		t.Kind, ref, flag = "Secret", c.Secret, "--ca-secret"
+	}
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		ns, name = ownNamespace, ref
+	}
+	var errs []error
+	for _, m := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, fmt.Errorf("%s %q: name %s", flag, ref, m))
+	}
+	if ns == "" {
+		errs = append(errs, fmt.Errorf("%s %q: no namespace", flag, ref))
+	}
+	for _, m := range validation.IsDNS1123Label(ns) {
+		errs = append(errs, fmt.Errorf("%s %q: namespace %s", flag, ref, m))
+	}
+	if t.Key != "" {
+		for _, m := range validation.IsConfigMapKey(t.Key) {
+			errs = append(errs, fmt.Errorf("--ca-key %q: %s", t.Key, m))
+		}
+	}
+	if t.MountPath == "" {
+		t.MountPath = trust.DefaultMountDir
+	}
+	if !path.IsAbs(t.MountPath) || path.Clean(t.MountPath) != t.MountPath || t.MountPath == "/" {
+		errs = append(errs, fmt.Errorf("--ca-mount-path %q: want a clean absolute directory, not /", t.MountPath))
+	}
+	t.Namespace, t.Name = ns, name
+	return t, errors.Join(errs...)
+}
+
+// TrustState is what the trust controller last published: nil until the
+// first bundle is built.
+type TrustState struct {
+	Digest string   // trust.Digest of the bundle
+	Added  []string // the corporate CAs' names (not among the system roots)
+	Total  int      // certificates in the bundle
+}
+
+// trustOptOut reports whether the pod or its namespace keeps the CA out.
+func trustOptOut(pod *corev1.Pod, ns *corev1.Namespace) (bool, string) {
+	if v, ok := pod.Annotations[TrustAnnotation]; ok {
+		return v == "false", "pod annotation " + TrustAnnotation + "=" + v
+	}
+	if ns != nil && ns.Annotations[TrustAnnotation] == "false" {
+		return true, "namespace annotation " + TrustAnnotation + "=false"
+	}
+	return false, ""
+}
+
+// injectTrust mounts egret's trust ConfigMap into every container and init
+// container and sets the variables and Java properties each runtime reads
+// (trust.InjectedEnv, trust.JavaProperties). Values the user set are kept
+// and reported through w. It does nothing without a trust policy, and
+// warns instead of injecting when the namespace holds no trust ConfigMap
+// (it is not labelled for injection) or no bundle is built yet.
+func injectTrust(out *MutateResult, in Input, w *warner) {
+	tp := in.Policy.Trust
+	if tp == nil {
+		return
+	}
+	if off, _ := trustOptOut(out.Pod, in.Namespace); off {
+		return
+	}
+	if in.Namespace == nil || in.Namespace.Labels[discovery.InjectLabel] != discovery.InjectEnabled {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: egret keeps %s only in namespaces labelled %s=%s; label the namespace, or trust the corporate CA otherwise",
+			TrustConfigMapName, discovery.InjectLabel, discovery.InjectEnabled))
+		return
+	}
+	if in.Trust == nil {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: the trust bundle from %s is not built yet (see the webhook's log)", tp.Source()))
+		return
+	}
+	spec := &out.Pod.Spec
+	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == TrustVolumeName }) {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: TrustVolumeName, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: TrustConfigMapName},
+				DefaultMode:          ptr.To[int32](0o444),
+			}}})
+	}
+	var env []envWant
+	for _, v := range trust.InjectedEnv(tp.MountPath) {
+		env = append(env, envWant{v.Name, v.Value})
+	}
+	var props []javaProp
+	for _, p := range trust.JavaProperties(tp.MountPath) {
+		props = append(props, javaProp{p.Key, p.Value})
+	}
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			injectTrustContainer(&cs[i], tp.MountPath, env, props, w)
+		}
+	}
+}
+
+func injectTrustContainer(c *corev1.Container, dir string, env []envWant, props []javaProp, w *warner) {
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if m.Name == TrustVolumeName {
+			mounted = true
+			break
+		}
+		if path.Clean(m.MountPath) == dir {
+			w.add("trust-mount", c.Name, fmt.Sprintf("%s already mounts %s here; egret's CA bundle is not mounted and its CA variables are not set", m.Name, dir))
+			return
+		}
+	}
+	if !mounted {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: TrustVolumeName, MountPath: dir, ReadOnly: true})
+	}
+	for _, e := range env {
+		i := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == e.name })
+		if i < 0 {
+			c.Env = append(c.Env, corev1.EnvVar{Name: e.name, Value: e.value})
+			continue
+		}
+		have := c.Env[i]
+		if have.Value == e.value {
+			continue
+		}
+		if have.ValueFrom != nil {
+			w.add("kept:"+e.name, c.Name, fmt.Sprintf("kept your %s (from a ConfigMap or Secret; egret would set %s)", e.name, e.value))
+			continue
+		}
+		w.add("kept:"+e.name, c.Name, fmt.Sprintf("kept your %s=%s (egret would set %s)", e.name, shortValue(have.Value), e.value))
+	}
+	// The three trust store properties go together: a store of the user's
+	// is kept with its own type and password.
+	if have := containerJavaProps(c)[props[0].key]; have != "" && have != props[0].value {
+		w.add("kept:"+props[0].key, c.Name, fmt.Sprintf("kept your -D%s=%s (egret would set %s with its PKCS#12 store)", props[0].key, shortValue(have), props[0].value))
+		return
+	}
+	injectJava(c, props, w)
+}
+
+// containerJavaProps returns the -D properties the container's JVM sees
+// from its literal option variables, command and arguments.
+func containerJavaProps(c *corev1.Container) map[string]string {
+	env := trust.Env{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	return trust.JavaProps(env, append(append([]string{}, c.Command...), c.Args...)...)
+}
+
+// trustCluster tells lint's rules which proxies intercept TLS: with a CA
+// source configured, the corporate proxy behind egret intercepts, so pods
+// that use the gateway or the sidecar need the CA (rule tls-ca-missing).
+func trustCluster(c lint.Cluster, p *Policy) lint.Cluster {
+	if p.Trust == nil {
+		return c
+	}
+	c.InterceptingProxies = append(c.InterceptingProxies, "127.0.0.1:"+strconv.Itoa(SidecarProxyPort))
+	if p.Gateway != nil {
+		c.InterceptingProxies = append(c.InterceptingProxies, p.Gateway.Host)
+	}
+	return c
+}

@@ -1,0 +1,323 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/trust"
+)
+
+// TrustController keeps TrustConfigMapName current in every namespace
+// labelled discovery.InjectLabel=InjectEnabled, as discovery keeps
+// egress-proxy-common: the system roots plus the source's certificates as
+// PEM, and the same certificates as a PKCS#12 store for the JVM. Every
+// replica tracks the bundle (Current, read by Mutate); the elected leader
+// writes the ConfigMaps and deletes its own from namespaces that opt out.
+// A ConfigMap of that name that egret did not create is left alone. A
+// source that is missing or does not parse keeps the ConfigMaps as they
+// are (pods keep the last good bundle) and is retried.
+type TrustController struct {
+	// Policy names the source; required.
+	Policy *TrustPolicy
+	// Client reads from the manager's cache and writes; set by
+	// SetupWithManager.
+	Client client.Client
+	// Rand seeds the trust store's encryption; nil means crypto/rand.
+	Rand io.Reader
+
+	source  client.Reader // a cache of the one source object
+	system  []*x509.Certificate
+	current atomic.Pointer[TrustState]
+}
+
+// Current returns the bundle last built, or nil. Safe for concurrent use.
+func (c *TrustController) Current() *TrustState { return c.current.Load() }
+
+var trustKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "trust-bundle"}}
+
+// SetupWithManager loads the system roots and registers the tracker
+// (every replica) and the ConfigMap writer (leader only) with mgr.
+func (c *TrustController) SetupWithManager(mgr ctrl.Manager) error {
+	p := c.Policy
+	var files []string
+	if p.SystemRoots != "" {
+		files = []string{p.SystemRoots}
+	}
+	sys, from, err := trust.SystemRoots(files...)
+	if err != nil {
+		return fmt.Errorf("trust bundle: %w", err)
+	}
+	c.system = sys
+	log.Log.Info("trust bundle: system roots", "file", from, "certificates", len(sys), "source", p.Source())
+	c.Client = mgr.GetClient()
+	obj := c.sourceObject()
+	srcCache, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:            mgr.GetScheme(),
+		DefaultNamespaces: map[string]cache.Config{p.Namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{obj: {Field: fields.OneTermEqualSelector("metadata.name", p.Name)}},
+	})
+	if err != nil {
+		return fmt.Errorf("trust source cache: %w", err)
+	}
+	if err := mgr.Add(srcCache); err != nil {
+		return err
+	}
+	c.source = srcCache
+	enqueue := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{trustKey} }
+	src := func() source.Source {
+		return source.Kind(srcCache, c.sourceObject(), handler.EnqueueRequestsFromMapFunc(enqueue))
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("trust-tracker").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), SkipNameValidation: ptr.To(true)}).
+		WatchesRawSource(src()).
+		Complete(reconcile.Func(c.track))
+	if err != nil {
+		return fmt.Errorf("set up trust tracker: %w", err)
+	}
+	ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == TrustConfigMapName }))
+	err = ctrl.NewControllerManagedBy(mgr).Named("trust-configmaps").
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WatchesRawSource(src()).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(enqueue)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(enqueue), ours).
+		Complete(reconcile.Func(c.sync))
+	if err != nil {
+		return fmt.Errorf("set up trust configmap writer: %w", err)
+	}
+	return nil
+}
+
+func (c *TrustController) sourceObject() client.Object {
+	if c.Policy.Kind == "Secret" {
+		return &corev1.Secret{}
+	}
+	return &corev1.ConfigMap{}
+}
+
+// built is one computed bundle.
+type built struct {
+	state  *TrustState
+	bundle *trust.Bundle
+}
+
+// build reads the source and merges it with the system roots.
+func (c *TrustController) build(ctx context.Context) (*built, error) {
+	p := c.Policy
+	data := map[string][]byte{}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	switch p.Kind {
+	case "Secret":
+		var s corev1.Secret
+		if err := c.source.Get(ctx, key, &s); err != nil {
+			return nil, fmt.Errorf("read %s: %w", p.Source(), err)
+		}
+		for k, v := range s.Data {
+			data[k] = v
+		}
+	default:
+		var cm corev1.ConfigMap
+		if err := c.source.Get(ctx, key, &cm); err != nil {
+			return nil, fmt.Errorf("read %s: %w", p.Source(), err)
+		}
+		for k, v := range cm.BinaryData {
+			data[k] = v
+		}
+		for k, v := range cm.Data {
+			data[k] = []byte(v)
+		}
+	}
+	certs, err := sourceCerts(data, p.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Source(), err)
+	}
+	b, err := trust.Build(c.system, certs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Source(), err)
+	}
+	return &built{bundle: b, state: &TrustState{Digest: b.Digest(), Added: trust.Names(b.Added), Total: len(b.Certs)}}, nil
+}
+
+// sourceCerts reads the certificates of key, or of every key that holds
+// PEM certificates (in key order) when key is "".
+func sourceCerts(data map[string][]byte, key string) ([]*x509.Certificate, error) {
+	if key != "" {
+		v, ok := data[key]
+		if !ok {
+			return nil, fmt.Errorf("no key %q", key)
+		}
+		certs, err := trust.ParsePEM(v)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: %w", key, err)
+		}
+		return certs, nil
+	}
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []*x509.Certificate
+	for _, k := range keys {
+		if !bytes.Contains(data[k], []byte("-----BEGIN CERTIFICATE-----")) {
+			continue
+		}
+		certs, err := trust.ParsePEM(data[k])
+		if err != nil {
+			return nil, fmt.Errorf("key %s: %w", k, err)
+		}
+		out = append(out, certs...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no key holds PEM certificates (keys: %s)", strings.Join(keys, ", "))
+	}
+	return out, nil
+}
+
+func (c *TrustController) track(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	b, err := c.build(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "trust bundle not updated; pods keep the last one")
+		return reconcile.Result{}, err
+	}
+	if old := c.current.Swap(b.state); old == nil || old.Digest != b.state.Digest {
+		log.FromContext(ctx).Info("trust bundle", "digest", b.state.Digest, "certificates", b.state.Total, "corporateCAs", b.state.Added)
+	}
+	return reconcile.Result{}, nil
+}
+
+func (c *TrustController) sync(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	// A broken source stops the writes, not the removals.
+	b, buildErr := c.build(ctx)
+	var nss corev1.NamespaceList
+	if err := c.Client.List(ctx, &nss); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list namespaces: %w", err)
+	}
+	var p12 []byte
+	var errs []error
+	for i := range nss.Items {
+		ns := &nss.Items[i]
+		if ns.DeletionTimestamp != nil {
+			continue
+		}
+		if ns.Labels[discovery.InjectLabel] != discovery.InjectEnabled {
+			if err := c.remove(ctx, ns.Name); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if buildErr != nil {
+			continue
+		}
+		if err := c.write(ctx, ns.Name, b, &p12); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if buildErr != nil {
+		errs = append([]error{buildErr}, errs...)
+	}
+	if len(errs) > 0 {
+		return reconcile.Result{}, fmt.Errorf("sync %s: %w (and %d more)", TrustConfigMapName, errs[0], len(errs)-1)
+	}
+	return reconcile.Result{}, nil
+}
+
+func trustOurs(cm *corev1.ConfigMap) bool { return cm.Labels[discovery.ManagedByLabel] == "egret" }
+
+// write creates or updates the ConfigMap in ns when its digest differs.
+// The trust store is encoded once per sync, when a namespace needs it.
+func (c *TrustController) write(ctx context.Context, ns string, b *built, p12 *[]byte) error {
+	store := func() ([]byte, error) {
+		if *p12 == nil {
+			p, err := b.bundle.TrustStore(c.Rand)
+			if err != nil {
+				return nil, err
+			}
+			*p12 = p
+		}
+		return *p12, nil
+	}
+	var cm corev1.ConfigMap
+	err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TrustConfigMapName}, &cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		p, err := store()
+		if err != nil {
+			return err
+		}
+		cm = corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TrustConfigMapName,
+				Labels:      map[string]string{discovery.ManagedByLabel: "egret", discovery.PartOfLabel: "egret"},
+				Annotations: map[string]string{TrustDigestAnnotation: b.state.Digest}},
+			Data:       map[string]string{trust.BundleFile: string(b.bundle.PEM())},
+			BinaryData: map[string][]byte{trust.TrustStoreFile: p},
+		}
+		err = c.Client.Create(ctx, &cm)
+		if apierrors.IsAlreadyExists(err) {
+			log.FromContext(ctx).Info("configmap exists and is not managed by egret; not touching it", "namespace", ns, "name", TrustConfigMapName)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("create configmap %s/%s: %w", ns, TrustConfigMapName, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("get configmap %s/%s: %w", ns, TrustConfigMapName, err)
+	case !trustOurs(&cm):
+		return nil
+	case cm.Annotations[TrustDigestAnnotation] == b.state.Digest && cm.Data[trust.BundleFile] != "" && len(cm.BinaryData[trust.TrustStoreFile]) > 0:
+		return nil
+	}
+	p, err := store()
+	if err != nil {
+		return err
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[TrustDigestAnnotation] = b.state.Digest
+	cm.Data = map[string]string{trust.BundleFile: string(b.bundle.PEM())}
+	cm.BinaryData = map[string][]byte{trust.TrustStoreFile: p}
+	if err := c.Client.Update(ctx, &cm); err != nil {
+		return fmt.Errorf("update configmap %s/%s: %w", ns, TrustConfigMapName, err)
+	}
+	return nil
+}
+
+func (c *TrustController) remove(ctx context.Context, ns string) error {
+	var cm corev1.ConfigMap
+	err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TrustConfigMapName}, &cm)
+	if apierrors.IsNotFound(err) || (err == nil && !trustOurs(&cm)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get configmap %s/%s: %w", ns, TrustConfigMapName, err)
+	}
+	if err := c.Client.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete configmap %s/%s: %w", ns, TrustConfigMapName, err)
+	}
+	return nil
+}

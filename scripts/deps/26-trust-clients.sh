@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The runtimes whose CA handling internal/trust checks for real and that the
+# machine image lacks: Ruby (Debian 12: 3.1, with openssl and net-http).
+# curl, openssl, git, Python (requests, botocore), Node.js and the JDK come
+# from the image or the other scripts.
+set -euo pipefail
+command -v ruby >/dev/null && exit 0
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+flock /tmp/apt.lock $SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive flock /tmp/apt.lock $SUDO apt-get install -y -qq --no-install-recommends ruby >/dev/null

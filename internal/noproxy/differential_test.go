@@ -5,7 +5,6 @@ package noproxy
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -624,32 +623,6 @@ func (w *world) laneWorlds(t *testing.T) []*world {
 	return w.lanes
 }
 
-// TestNoproxyGoHelper is the child process of TestDifferentialGo: net/http
-// reads the environment once per process, so each environment gets its own.
-// It reads cases from stdin one at a time and makes a real request.
-func TestNoproxyGoHelper(t *testing.T) {
-	if os.Getenv("EGRET_NOPROXY_GO_HELPER") != "1" {
-		t.Skip("helper process")
-	}
-	dec := json.NewDecoder(os.Stdin)
-	enc := json.NewEncoder(os.Stdout)
-	client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for {
-		var c diffCase
-		if err := dec.Decode(&c); err != nil {
-			os.Exit(0)
-		}
-		detail := ""
-		if res, err := client.Get(c.URL); err != nil {
-			detail = err.Error()
-		} else {
-			res.Body.Close()
-			detail = res.Status
-		}
-		enc.Encode(harnessLine{ID: c.ID, Detail: detail, Version: strings.TrimPrefix(runtime.Version(), "go")})
-	}
-}
-
 func TestDifferentialGo(t *testing.T) {
 	skipShort(t)
 	cases := diffCases(t)
@@ -657,7 +630,17 @@ func TestDifferentialGo(t *testing.T) {
 	l := newLedger(t, "go")
 	t.Run("go"+strings.TrimPrefix(runtime.Version(), "go"), func(t *testing.T) {
 		start := time.Now()
-		got, version := w.perProcess(t, "go", []string{os.Args[0], "-test.run=^TestNoproxyGoHelper$"}, []string{"EGRET_NOPROXY_GO_HELPER=1"}, "", cases)
+		// test/clients/goclient built by the toolchain running this test,
+		// without -race: one process per environment starts in milliseconds
+		// then, where a re-executed race-built test binary takes ten times as long.
+		bin := filepath.Join(t.TempDir(), "goclient")
+		build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+		build.Dir = filepath.Join("..", "..", "test", "clients", "goclient")
+		build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building test/clients/goclient: %v\n%s", err, out)
+		}
+		got, version := w.perProcess(t, "go", []string{bin}, nil, "", cases)
 		l.judge(t, liveRun{family: "go", version: version, got: got, cases: cases, wall: time.Since(start)})
 	})
 	// Other Go releases: test/clients/goclient built by

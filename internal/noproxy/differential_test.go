@@ -672,15 +672,39 @@ func TestDifferentialCurlWget(t *testing.T) {
 		{"libcurl-debian", "curl", "libcurl", "/usr/lib/x86_64-linux-gnu/libcurl.so.4"},
 		{"libcurl-backports", "curl", "libcurl", filepath.Join(cacheDir(t), "curl-backports", "usr", "lib", "x86_64-linux-gnu", "libcurl.so.4")},
 		{"wget", "wget", "wget", "/usr/bin/wget"},
+		// Debian 13's wget and trixie-backports' libcurl, through trixie's
+		// own loader (scripts/deps/27-debian-trixie.sh).
+		{"wget-trixie", "wget", "wget", filepath.Join(cacheDir(t), "debian-trixie", "wget")},
+		{"libcurl-trixie-backports", "curl", "libcurl", filepath.Join(cacheDir(t), "debian-trixie", "root", "usr", "lib", "x86_64-linux-gnu", "libcurl.so.4")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := os.Stat(tc.path); err != nil {
 				testutil.Missing(t, tc.path+" is not installed (scripts/deps)")
 			}
 			start := time.Now()
-			cr := &clientRun{name: tc.path, argv: []string{"/usr/bin/python3", "clients.py", tc.mode, tc.path}, dir: clientsDir(t)}
+			py := "/usr/bin/python3"
+			if tc.name == "libcurl-trixie-backports" { // needs trixie's glibc
+				py = filepath.Join(cacheDir(t), "debian-trixie", "python3")
+			}
+			cr := &clientRun{name: tc.path, argv: []string{py, "clients.py", tc.mode, tc.path}, dir: clientsDir(t)}
 			got := w.run(t, cr, cases)
 			l.judge(t, liveRun{family: tc.family, version: cr.version, got: got, cases: cases, wall: time.Since(start)})
+		})
+	}
+	// EGRET_DIFF_LIBCURL="PYTHON:LIBCURL ...": more libcurls, each loaded
+	// by the Python given (a wrapper with the glibc it needs), for releases
+	// CI does not install (such as Debian sid's); the ledger still wants
+	// each inside a row.
+	for _, pair := range strings.Fields(os.Getenv("EGRET_DIFF_LIBCURL")) {
+		py, lib, ok := strings.Cut(pair, ":")
+		if !ok {
+			t.Fatalf("EGRET_DIFF_LIBCURL: %q is not PYTHON:LIBCURL", pair)
+		}
+		t.Run("libcurl-extra", func(t *testing.T) {
+			start := time.Now()
+			cr := &clientRun{name: lib, argv: []string{py, "clients.py", "libcurl", lib}, dir: clientsDir(t)}
+			got := w.run(t, cr, cases)
+			l.judge(t, liveRun{family: "curl", version: cr.version, got: got, cases: cases, wall: time.Since(start)})
 		})
 	}
 	l.check()
@@ -720,6 +744,19 @@ func TestDifferentialPython(t *testing.T) {
 				l.judge(t, liveRun{family: "python-" + mode, version: cr.version, got: got, cases: cases, wall: time.Since(start)})
 			})
 		}
+	}
+	// EGRET_DIFF_REQUESTS_SRC=DIR[:DIR...]: requests source trees (a
+	// checkout's src/, holding requests/) run by Debian's Python, for a
+	// release neither Debian nor pyenv has; not in CI, which reaches no
+	// source repository. The ledger still wants each run inside a row.
+	for _, dir := range filepath.SplitList(os.Getenv("EGRET_DIFF_REQUESTS_SRC")) {
+		t.Run("requests-src-"+filepath.Base(filepath.Dir(dir)), func(t *testing.T) {
+			start := time.Now()
+			cr := &clientRun{name: "requests from " + dir, argv: []string{"/usr/bin/python3", "clients.py", "requests"}, dir: clientsDir(t),
+				env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "PYTHONPATH=" + dir}}
+			got := w.run(t, cr, cases)
+			l.judge(t, liveRun{family: "python-requests", version: cr.version, got: got, cases: cases, wall: time.Since(start)})
+		})
 	}
 	l.check()
 }

@@ -103,6 +103,7 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		{"overlays/default", nil},
 		{"overlays/monitoring", []string{"monitoring.enabled=true"}},
 		{"overlays/cert-manager", []string{"certManager.enabled=true"}},
+		{"overlays/trust", []string{"trust.enabled=true"}},
 	} {
 		t.Run(strings.ReplaceAll(tc.overlay, "/", "-"), func(t *testing.T) {
 			k, _ := render(t, tc.overlay)
@@ -167,6 +168,16 @@ func TestHelmValues(t *testing.T) {
 		if b := find(objs, kind, "egret-webhook"); b == nil || fmt.Sprint(b.Object["subjects"]) != "[map[kind:ServiceAccount name:egret-webhook namespace:proxy-infra]]" {
 			t.Errorf("%s subjects: %v", kind, b)
 		}
+	}
+	// Trusted CAs from a Secret in another namespace: the flags, and a Role
+	// there that lets the webhook read it.
+	objs = helmTemplate(t, "proxy-infra", "trust.enabled=true", "trust.configMap=", "trust.secret=pki/corp-ca", "trust.key=")
+	args, _ = podArgs(container(t, objs, "egret-webhook"), "proxy-infra")
+	if !slices.Contains(args, "--ca-secret=pki/corp-ca") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--ca-key") || strings.HasPrefix(a, "--ca-configmap") }) {
+		t.Errorf("trust args %q", args)
+	}
+	if r := find(objs, "Role", "egret-webhook-trust-source"); r == nil || r.GetNamespace() != "pki" {
+		t.Errorf("no Role reading Secrets in pki: %v", r)
 	}
 	// A bad value is a clear error, not a broken install.
 	cmd := exec.Command(testutil.CachedTool(t, "helm"), "template", "egret", chart, "--kube-version", "1.37.2", "--set", "mode=transparnt")

@@ -1,34 +1,16 @@
 package deploy
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// TestTrustComponent builds the default overlay with components/trust (as
-// an overlay that wants it would) and checks the webhook's flags and RBAC.
+// TestTrustComponent: overlays/trust (the default install plus
+// components/trust) gives the webhook its CA flags and the trust RBAC.
 func TestTrustComponent(t *testing.T) {
-	abs, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(abs, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	k := "resources:\n- " + rel("overlays/default") + "\ncomponents:\n- " + rel("components/trust") + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objs, _ := render(t, dir)
+	objs, _ := render(t, "overlays/trust")
 	d := find(objs, "Deployment", "egret-webhook")
 	if d == nil {
 		t.Fatal("no webhook Deployment")

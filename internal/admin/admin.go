@@ -70,6 +70,7 @@ type MemberStatus struct {
 	Detail    string    `json:"detail,omitempty"`
 	Backup    bool      `json:"backup,omitempty"`
 	Weight    int       `json:"weight,omitempty"`
+	Auth      string    `json:"auth,omitempty"` // "ntlm", "negotiate HTTP/<host>"; "" for basic
 	Active    int64     `json:"active"`
 	Fails     int       `json:"consecutive_failures"`
 	RetryIn   string    `json:"retry_in,omitempty"` // back-off left, or "next request"
@@ -306,7 +307,7 @@ th{background:#f4f4f4}.ok{color:#070}.bad{color:#b00}.warn{color:#a60}code{font-
 <table class="pool" data-pool="{{.Name}}"><tr><th>member</th><th>health</th><th>role</th><th>in flight</th><th>failures</th><th>last error</th><th>probe</th></tr>
 {{range .Members}}<tr class="member" data-member="{{.Name}}" data-healthy="{{.Healthy}}"><td><code>{{.Name}}</code>{{if .Rotating}} <span class="warn">(new credential not yet confirmed)</span>{{end}}</td>
 <td>{{if .Healthy}}<span class="ok">up</span>{{else}}<span class="bad">down</span>{{if .RetryIn}} (retry: {{.RetryIn}}){{end}}{{end}}</td>
-<td>{{if .Backup}}backup{{else}}primary{{end}}{{if gt .Weight 1}}, weight {{.Weight}}{{end}}</td>
+<td>{{if .Backup}}backup{{else}}primary{{end}}{{if gt .Weight 1}}, weight {{.Weight}}{{end}}{{if .Auth}}, {{.Auth}}{{end}}</td>
 <td class="num">{{.Active}}</td><td class="num">{{.Fails}}</td><td>{{.LastError}}</td><td>{{.Probe}}</td></tr>{{end}}
 </table>{{else}}<p id="no-pools">No upstream pool: everything not denied goes direct.</p>{{end}}
 {{with .Config}}<p id="config">Configuration{{if .File}} from <code>{{.File}}</code>{{end}}{{if not .LastReload.IsZero}}, last reload <time datetime="{{rfc3339 .LastReload}}">{{rfc3339 .LastReload}}</time>{{end}}{{if .LastError}}, <span class="bad" id="config-error">last reload failed, the configuration before it stays in force: {{.LastError}}</span>{{end}}{{if .NeedsRestart}}, <span class="warn">changed settings that take effect at the next restart: {{range $i, $s := .NeedsRestart}}{{if $i}}, {{end}}{{$s}}{{end}}</span>{{end}}.</p>{{end}}

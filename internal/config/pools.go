@@ -13,6 +13,7 @@ import (
 
 	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/limit"
+	"egret.io/egret/internal/proxyauth"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -42,6 +43,14 @@ func memberSpecs(specs []MemberSpec, where string) ([]upstream.MemberSpec, error
 			m.Weight = s.Weight
 		}
 		m.Backup = s.Backup
+		m.SPN = strings.TrimSpace(s.SPN)
+		if m.Auth, err = proxyauth.ParseScheme(s.Auth); err == nil {
+			err = m.CheckAuth()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.members[%d]: %w", where, i, err))
+			continue
+		}
 		out = append(out, m)
 	}
 	return out, errors.Join(errs...)

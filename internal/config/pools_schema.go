@@ -28,12 +28,19 @@ type PoolSpec struct {
 	TLS TLSSpec `json:"tls,omitempty"`
 }
 
-// MemberSpec is one member: a string "URL [weight=N] [backup]" or an object
-// {url, weight, backup}.
+// MemberSpec is one member: a string "URL [weight=N] [backup]
+// [auth=basic|ntlm|negotiate] [spn=HTTP/host]" or an object {url, weight,
+// backup, auth, spn}.
 type MemberSpec struct {
 	URL    string `json:"url"`
 	Weight int    `json:"weight,omitempty"`
 	Backup bool   `json:"backup,omitempty"`
+	// Auth is how egret authenticates to the member: basic (default), ntlm
+	// or negotiate (Kerberos).
+	Auth string `json:"auth,omitempty"`
+	// SPN is a negotiate member's Kerberos service principal (default
+	// HTTP/<the member's host>).
+	SPN string `json:"spn,omitempty"`
 	// spec is the string form, when the member was written as a string.
 	spec string
 }
@@ -66,9 +73,6 @@ func (m MemberSpec) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(m))
 }
 
-// Member returns a member given as a string.
-func Member(spec string) MemberSpec { return MemberSpec{spec: spec} }
-
 // BackoffSpec: a failing member is down for Initial, doubling with each
 // consecutive failure up to Max.
 type BackoffSpec struct {
@@ -91,7 +95,8 @@ type TLSSpec struct {
 }
 
 // CredentialsSpec points at a mounted Secret with "username" and
-// "password" keys.
+// "password" keys (for Kerberos also "keytab", which may stand in for the
+// password, and "krb5.conf").
 type CredentialsSpec struct {
 	Dir           string `json:"dir,omitempty"`            // default /var/run/secrets/proxy when present
 	CheckInterval string `json:"check_interval,omitempty"` // safety-net re-read (default 10s)

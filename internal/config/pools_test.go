@@ -147,3 +147,33 @@ func FuzzMemberSpecJSON(f *testing.F) {
 		memberSpecs([]MemberSpec{m}, "fuzz")
 	})
 }
+
+func TestMemberAuthConfig(t *testing.T) {
+	p, err := loadWith(t, nil, `
+pools:
+  corp:
+    members:
+      - "http://ntlm.corp:8080 auth=ntlm"
+      - {url: "http://kerb.corp:8080", auth: negotiate, spn: HTTP/proxy-vip.corp}
+      - {url: "http://plain.corp:8080"}
+routes:
+  - {suffixes: [.corp], action: "upstream:corp"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := p.Pools["corp"].Members
+	if len(ms) != 3 || ms[0].Auth.String() != "ntlm" || ms[1].Auth.String() != "negotiate" || ms[1].ServicePrincipal() != "HTTP/proxy-vip.corp" || ms[2].Auth.String() != "basic" {
+		t.Fatalf("members %v", ms)
+	}
+	for _, bad := range []struct{ member, err string }{
+		{`{url: "http://k.corp", auth: kerberos5}`, "pools.corp.members[0]: auth \"kerberos5\": want basic, ntlm or negotiate"},
+		{`{url: "socks5://k.corp", auth: ntlm}`, "needs an http:// or https:// member"},
+		{`{url: "http://k.corp", spn: HTTP/k.corp}`, "spn= is for auth=negotiate"},
+	} {
+		_, err := loadWith(t, nil, "pools:\n  corp:\n    members:\n      - "+bad.member+"\n")
+		if err == nil || !strings.Contains(err.Error(), bad.err) {
+			t.Errorf("%s: err = %v, want %q", bad.member, err, bad.err)
+		}
+	}
+}

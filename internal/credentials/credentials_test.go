@@ -77,7 +77,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parse([]byte(tt.user), []byte(tt.pass))
+			c, err := parse([]byte(tt.user), []byte(tt.pass), nil, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -94,11 +94,31 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseKerberos(t *testing.T) {
+	kt := []byte{5, 2, 0, 0}
+	c, err := parse([]byte("alice@CORP.EXAMPLE\n"), nil, kt, []byte("[libdefaults]\n"))
+	if err != nil || c.User != "alice@CORP.EXAMPLE" || c.Password != "" || c.Keytab == nil || c.Krb5Conf == nil {
+		t.Fatalf("keytab without a password: %v, %v", c, err)
+	}
+	if s := fmt.Sprint(c); s != "user alice@CORP.EXAMPLE (keytab)" {
+		t.Errorf("printed %q", s)
+	}
+	if c.Same(New("alice@CORP.EXAMPLE", "")) || !c.Same(NewKerberos("alice@CORP.EXAMPLE", "", kt, []byte("[libdefaults]\n"))) {
+		t.Error("Same ignores the keytab or krb5.conf")
+	}
+	if _, err := parse([]byte("alice"), nil, nil, nil); err == nil || !strings.Contains(err.Error(), "password") {
+		t.Errorf("no password and no keytab: %v", err)
+	}
+	if _, err := parse([]byte("alice"), nil, []byte{}, nil); err == nil || !strings.Contains(err.Error(), "keytab file is empty") {
+		t.Errorf("empty keytab: %v", err)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("alice\n"), []byte("pw\n"))
 	f.Add([]byte("a:b"), []byte("x\ny"))
 	f.Fuzz(func(t *testing.T, u, p []byte) {
-		c, err := parse(u, p)
+		c, err := parse(u, p, nil, nil)
 		if err != nil {
 			if len(p) > 3 && strings.Contains(err.Error(), string(p)) {
 				t.Fatalf("error holds the password: %v", err)
@@ -236,5 +256,34 @@ func BenchmarkStoreHotPath(b *testing.B) {
 		c := s.Current()
 		_ = s.Fallback()
 		s.Confirm(c)
+	}
+}
+
+// TestDirKerberosFiles loads a Secret with a keytab and a krb5.conf and no
+// password, then follows a swap that adds a password and drops the keytab.
+func TestDirKerberosFiles(t *testing.T) {
+	vol := secretvol.New(t, map[string]string{"username": "svc@CORP.EXAMPLE", "keytab": "\x05\x02kt", "krb5.conf": "[libdefaults]\n"})
+	s := NewStore(nil)
+	d := &Dir{Path: vol.Dir, Store: s, Interval: 50 * time.Millisecond}
+	if err := d.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Current(); c.User != "svc@CORP.EXAMPLE" || string(c.Keytab) != "\x05\x02kt" || string(c.Krb5Conf) != "[libdefaults]\n" || c.Password != "" {
+		t.Fatalf("loaded %#v", c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	vol.Update(t, map[string]string{"username": "svc@CORP.EXAMPLE", "password": "pw", "krb5.conf": "[libdefaults]\n"})
+	deadline := time.Now().Add(5 * time.Second)
+	for c := s.Current(); c.Keytab != nil || c.Password != "pw"; c = s.Current() {
+		if time.Now().After(deadline) {
+			t.Fatalf("store has %v", c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fb := s.Fallback(); fb == nil || fb.Keytab == nil {
+		t.Errorf("fallback = %v, want the keytab credential", fb)
 	}
 }

@@ -17,10 +17,14 @@ import (
 // is not set.
 const DefaultDir = "/var/run/secrets/proxy"
 
-// File names inside the directory (the Secret's keys).
+// File names inside the directory (the Secret's keys). The username file
+// is required; the password file too unless a keytab stands in for it
+// (Negotiate members); keytab and krb5.conf serve Negotiate members.
 const (
 	UserFile     = "username"
 	PasswordFile = "password"
+	KeytabFile   = "keytab"
+	Krb5ConfFile = "krb5.conf"
 )
 
 // Dir keeps a Store in step with the files of a credentials directory.
@@ -42,11 +46,13 @@ type Dir struct {
 
 func (d *Dir) files() *watch.Files {
 	if d.w == nil {
+		pw, kt, conf := filepath.Join(d.Path, PasswordFile), filepath.Join(d.Path, KeytabFile), filepath.Join(d.Path, Krb5ConfFile)
 		d.w = &watch.Files{
-			Paths:    []string{filepath.Join(d.Path, UserFile), filepath.Join(d.Path, PasswordFile)},
+			Paths:    []string{filepath.Join(d.Path, UserFile), pw, kt, conf},
+			Optional: []string{pw, kt, conf},
 			Interval: d.Interval,
 			Load: func(c [][]byte) error {
-				cred, err := parse(c[0], c[1])
+				cred, err := parse(c[0], c[1], c[2], c[3])
 				if err != nil {
 					return err
 				}
@@ -72,7 +78,7 @@ func (d *Dir) Load() error {
 	if err != nil {
 		return fmt.Errorf("credentials %s: %w", d.Path, err)
 	}
-	cred, err := parse(c[0], c[1])
+	cred, err := parse(c[0], c[1], c[2], c[3])
 	if err != nil {
 		return fmt.Errorf("credentials %s: %w", d.Path, err)
 	}
@@ -83,9 +89,10 @@ func (d *Dir) Load() error {
 // Run re-reads the directory on change until ctx ends.
 func (d *Dir) Run(ctx context.Context) error { return d.files().Run(ctx) }
 
-// parse reads the two files. A single trailing newline (from `echo` or an
-// editor) is removed; anything else is taken as it is.
-func parse(user, pass []byte) (*Credential, error) {
+// parse reads the files (nil: missing). A single trailing newline (from
+// `echo` or an editor) is removed from the user name and the password;
+// anything else is taken as it is.
+func parse(user, pass, keytab, krb5conf []byte) (*Credential, error) {
 	u, p := trimNL(user), trimNL(pass)
 	if len(u) == 0 {
 		return nil, errors.New("the username file is empty")
@@ -93,10 +100,19 @@ func parse(user, pass []byte) (*Credential, error) {
 	if bytes.ContainsAny(u, ":\r\n") {
 		return nil, errors.New("the username holds a colon or a line break, which Basic authentication cannot carry")
 	}
+	if pass == nil && keytab == nil {
+		return nil, errors.New("read password: the file is missing (a keytab file stands in for it only for Kerberos)")
+	}
 	if bytes.ContainsAny(p, "\r\n") {
 		return nil, errors.New("the password file holds more than one line")
 	}
-	return New(string(u), string(p)), nil
+	if keytab != nil && len(keytab) == 0 {
+		return nil, errors.New("the keytab file is empty")
+	}
+	if keytab == nil && krb5conf == nil {
+		return New(string(u), string(p)), nil
+	}
+	return NewKerberos(string(u), string(p), keytab, krb5conf), nil
 }
 
 func trimNL(b []byte) []byte {

@@ -10,8 +10,10 @@
 // connections that were authenticated with it).
 //
 // Dir reads the "username" and "password" files of a mounted Secret
-// (PROXY_CREDENTIALS_DIR, /var/run/secrets/proxy by default) and re-reads
-// them when the kubelet swaps its "..data" symlink.
+// (PROXY_CREDENTIALS_DIR, /var/run/secrets/proxy by default), and for
+// Kerberos the optional "keytab" (which may stand in for the password) and
+// "krb5.conf", and re-reads them when the kubelet swaps its "..data"
+// symlink.
 //
 // No function of this package puts a password into an error or a log
 // message; Credential's String and Format print only the user name.

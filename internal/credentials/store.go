@@ -1,17 +1,25 @@
 package credentials
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"sync"
 	"sync/atomic"
 )
 
-// Credential is a user name and password for Basic proxy authentication.
-// It is immutable.
+// Credential is what egret presents to upstream proxies: a user name and
+// password (Basic, NTLM, Kerberos), and for Kerberos optionally a keytab
+// and a krb5.conf. It is immutable.
 type Credential struct {
 	User     string
 	Password string
+	// Keytab is a Kerberos keytab (the file's bytes) holding User's keys,
+	// used instead of Password by Negotiate members; nil: none.
+	Keytab []byte
+	// Krb5Conf is a krb5.conf (its text) naming the realms and their KDCs,
+	// for Negotiate members; nil: User's realm, its KDCs found in DNS.
+	Krb5Conf []byte
 	header   string
 }
 
@@ -21,21 +29,36 @@ func New(user, password string) *Credential {
 		header: "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))}
 }
 
+// NewKerberos returns a Credential that also holds a keytab and a
+// krb5.conf (either may be nil).
+func NewKerberos(user, password string, keytab, krb5conf []byte) *Credential {
+	c := New(user, password)
+	c.Keytab, c.Krb5Conf = keytab, krb5conf
+	return c
+}
+
 // AuthHeader is the Proxy-Authorization value ("Basic ...").
 func (c *Credential) AuthHeader() string { return c.header }
 
-// Same reports whether c and o hold the same user and password.
+// Same reports whether c and o hold the same user, password, keytab and
+// krb5.conf.
 func (c *Credential) Same(o *Credential) bool {
 	if c == nil || o == nil {
 		return c == o
 	}
-	return c.User == o.User && c.Password == o.Password
+	return c.User == o.User && c.Password == o.Password &&
+		bytes.Equal(c.Keytab, o.Keytab) && (c.Keytab == nil) == (o.Keytab == nil) &&
+		bytes.Equal(c.Krb5Conf, o.Krb5Conf) && (c.Krb5Conf == nil) == (o.Krb5Conf == nil)
 }
 
-// String names the user only.
+// String names the user only (and whether a keytab stands in for the
+// password).
 func (c *Credential) String() string {
 	if c == nil {
 		return "<none>"
+	}
+	if c.Keytab != nil {
+		return "user " + c.User + " (keytab)"
 	}
 	return "user " + c.User
 }

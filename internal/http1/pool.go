@@ -166,6 +166,19 @@ func (p *Pool[K]) Retire() {
 	}
 }
 
+// Drop closes the idle connections pooled for k and forgets k: a key
+// that names one client connection is dropped when that client leaves.
+func (p *Pool[K]) Drop(k K) {
+	p.mu.Lock()
+	l := p.idle[k]
+	delete(p.idle, k)
+	p.n -= len(l)
+	p.mu.Unlock()
+	for _, oc := range l {
+		oc.Conn.Close()
+	}
+}
+
 // Close retires everything and pools nothing more.
 func (p *Pool[K]) Close() {
 	p.mu.Lock()

@@ -1,66 +1,22 @@
 package lint
 
 import (
-	"fmt"
 	"net/url"
-	"strings"
+
+	"egret.io/egret/internal/severity"
 )
 
-// Severity says how bad a finding is. The zero value is not a valid severity.
-type Severity int
+// Severity says how bad a finding is: the one scale of package severity,
+// shared with noproxy's findings.
+type Severity = severity.Level
 
 // The severities, in increasing order. An Error makes `egret lint` exit 1 and
 // the webhook refuse the pod (in enforcing mode).
 const (
-	Info Severity = iota + 1
-	Warning
-	Error
+	Info    = severity.Info
+	Warning = severity.Warning
+	Error   = severity.Error
 )
-
-// String returns "info", "warning" or "error".
-func (s Severity) String() string {
-	switch s {
-	case Info:
-		return "info"
-	case Warning:
-		return "warning"
-	case Error:
-		return "error"
-	default:
-		return fmt.Sprintf("unknown(%d)", int(s))
-	}
-}
-
-// MarshalText writes the severity as its String form.
-func (s Severity) MarshalText() ([]byte, error) {
-	if s < Info || s > Error {
-		return nil, fmt.Errorf("invalid severity %d", int(s))
-	}
-	return []byte(s.String()), nil
-}
-
-// UnmarshalText reads "info", "warning" or "error".
-func (s *Severity) UnmarshalText(b []byte) error {
-	v, err := ParseSeverity(string(b))
-	if err != nil {
-		return err
-	}
-	*s = v
-	return nil
-}
-
-// ParseSeverity reads "info", "warning" or "error" (case-insensitive).
-func ParseSeverity(s string) (Severity, error) {
-	switch strings.ToLower(s) {
-	case "info":
-		return Info, nil
-	case "warning", "warn":
-		return Warning, nil
-	case "error":
-		return Error, nil
-	}
-	return 0, fmt.Errorf("unknown severity %q (want info, warning or error)", s)
-}
 
 // ObjectRef names a Kubernetes object.
 type ObjectRef struct {

@@ -70,8 +70,6 @@ func lintNoProxy(v string, cl Cluster, clients []string) []noproxy.Finding {
 	return noproxy.Lint(cleanNoProxy(v, cl), lintOptions(cl, clients))
 }
 
-var backticked = regexp.MustCompile("`([^`]+)`")
-
 // essentialCache memoises essentialEntries (a pure function of its
 // arguments), keyed by their printed form.
 var essentialCache sync.Map
@@ -96,10 +94,10 @@ func computeEssentials(cl Cluster, clients []string) []string {
 		if f.Rule != noproxy.RuleMissingEssential {
 			continue
 		}
-		for _, m := range backticked.FindAllStringSubmatch(f.Fix, -1) {
-			if !seen[m[1]] {
-				seen[m[1]] = true
-				out = append(out, m[1])
+		for _, e := range f.Add {
+			if !seen[e] {
+				seen[e] = true
+				out = append(out, e)
 			}
 		}
 	}
@@ -113,26 +111,6 @@ func suggestedNoProxy(cl Cluster, clients []string) string {
 		clients = defaultClients
 	}
 	return strings.Join(essentialEntries(cl, clients), ",")
-}
-
-// fixEntries returns the backticked entries of a noproxy fix text.
-func fixEntries(fix string) []string {
-	var out []string
-	for _, m := range backticked.FindAllStringSubmatch(fix, -1) {
-		out = append(out, m[1])
-	}
-	return out
-}
-
-// severityOf maps a noproxy severity.
-func severityOf(s noproxy.Severity) Severity {
-	switch s {
-	case noproxy.SeverityError:
-		return Error
-	case noproxy.SeverityWarning:
-		return Warning
-	}
-	return Info
 }
 
 // nonProxyHostsFor translates a NO_PROXY value (or a nonProxyHosts value

@@ -47,7 +47,7 @@ func checkNoProxyIgnored(p *pod) {
 				if f.Fix != "" {
 					msg += "; " + f.Fix
 				}
-				p.report(idNoProxyIgnored, severityOf(f.Severity), c, v.field, "%s", msg)
+				p.report(idNoProxyIgnored, f.Severity, c, v.field, "%s", msg)
 			}
 		}
 	}

@@ -32,7 +32,7 @@ func checkNoProxyIncomplete(p *pod) {
 					continue
 				}
 				whats = append(whats, strings.TrimSuffix(f.Message, "."))
-				for _, e := range fixEntries(f.Fix) {
+				for _, e := range f.Add {
 					if !seen[e] {
 						seen[e] = true
 						adds = append(adds, e)

@@ -29,7 +29,7 @@ func checkNoProxyTooBroad(p *pod) {
 				if f.Fix != "" {
 					msg += "; " + f.Fix
 				}
-				p.report(idNoProxyTooBroad, severityOf(f.Severity), c, v.field, "%s", msg)
+				p.report(idNoProxyTooBroad, f.Severity, c, v.field, "%s", msg)
 			}
 		}
 	}

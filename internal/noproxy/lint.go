@@ -1,39 +1,24 @@
 package noproxy
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
 	"strings"
+
+	"egret.io/egret/internal/severity"
 )
 
-// Severity ranks a lint finding.
-type Severity uint8
+// Severity ranks a lint finding (the scale of package severity, shared
+// with egret lint).
+type Severity = severity.Level
 
 // Severities, lowest first.
 const (
-	SeverityInfo Severity = iota + 1
-	SeverityWarning
-	SeverityError
+	SeverityInfo    = severity.Info
+	SeverityWarning = severity.Warning
+	SeverityError   = severity.Error
 )
-
-// String returns "info", "warning" or "error".
-func (s Severity) String() string {
-	switch s {
-	case SeverityInfo:
-		return "info"
-	case SeverityWarning:
-		return "warning"
-	case SeverityError:
-		return "error"
-	default:
-		return fmt.Sprintf("unknown(%d)", uint8(s))
-	}
-}
-
-// MarshalJSON writes the severity name.
-func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // Lint rule identifiers (stable: used in JSON output, by egret lint and the
 // admission webhook).
@@ -55,6 +40,9 @@ type Finding struct {
 	Clients  []string `json:"clients,omitempty"` // the clients concerned, if any
 	Message  string   `json:"message"`
 	Fix      string   `json:"fix,omitempty"`
+	// Add lists the entries the fix adds to the value, in order, for the
+	// findings whose fix is adding entries (RuleMissingEssential).
+	Add []string `json:"add,omitempty"`
 }
 
 // LintOptions is what the caller knows about the cluster. The zero value
@@ -466,18 +454,19 @@ func lintEssentials(value string, entries []Entry, clients []Client, domain stri
 		if len(wrong) == 0 {
 			continue
 		}
-		var add []string
+		var add, quoted []string
 		for _, f := range es.fix {
 			if !present[f] {
-				add = append(add, q(f))
+				add = append(add, f)
+				quoted = append(quoted, q(f))
 			}
 		}
-		fix := "add " + strings.Join(add, " and ")
+		fix := "add " + strings.Join(quoted, " and ")
 		if len(add) == 0 {
 			fix = "these clients cannot be made to skip it with NO_PROXY"
 		}
 		fs = append(fs, Finding{Rule: RuleMissingEssential, Severity: SeverityError, Clients: wrong,
-			Message: fmt.Sprintf("%s (%s) would go to the proxy in %s", es.what, es.url, strings.Join(wrong, ", ")), Fix: fix})
+			Message: fmt.Sprintf("%s (%s) would go to the proxy in %s", es.what, es.url, strings.Join(wrong, ", ")), Fix: fix, Add: add})
 	}
 	var noCIDR []string
 	for _, c := range clients {
@@ -497,7 +486,7 @@ func lintEssentials(value string, entries []Entry, clients []Client, domain stri
 		if !covered {
 			fs = append(fs, Finding{Rule: RuleMissingEssential, Severity: SeverityError, Entry: cidr.String(),
 				Message: fmt.Sprintf("cluster range %s is not in NO_PROXY: requests to its IPs (e.g. %s) go to the proxy", cidr, a),
-				Fix:     "add " + q(cidr.String())})
+				Fix:     "add " + q(cidr.String()), Add: []string{cidr.String()}})
 		} else if len(noCIDR) > 0 {
 			fs = append(fs, Finding{Rule: RuleCIDROnly, Severity: SeverityInfo, Entry: cidr.String(), Clients: noCIDR,
 				Message: fmt.Sprintf("%s still send requests to IPs in %s through the proxy (no CIDR support)", strings.Join(noCIDR, ", "), cidr),

@@ -54,6 +54,9 @@ type clientConn struct {
 	peek   func() error // cc.peekByte, made once
 	x      exchange     // the forwarded request in progress (reused)
 	meters meters       // the metrics its requests counted last
+	// authKeys name the idle connections authenticated for this client
+	// (through NTLM and Negotiate members), closed when it ends.
+	authKeys []originKey
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
@@ -241,6 +244,7 @@ func (cc *clientConn) serve() {
 			}
 		}
 		cc.state.Store(connDone)
+		cc.dropAuthConns()
 		s.untrackConn(cc)
 		cc.r.Release()
 		http1.PutWriter(cc.bw)

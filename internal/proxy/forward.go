@@ -13,6 +13,7 @@ import (
 
 	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/proxyauth"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/upstream"
@@ -38,6 +39,11 @@ type originKey struct {
 	scheme string
 	// addr is the origin's host:port; "" with scheme "".
 	addr string
+	// client is the client connection a connection through an NTLM or
+	// Negotiate member was authenticated for: it carries only that
+	// client's requests, and is closed when the client leaves
+	// (dropAuthConns). nil for the others, which any client may reuse.
+	client *clientConn
 }
 
 // originPool is the proxy's pool of idle connections to origins and
@@ -58,6 +64,7 @@ type exchange struct {
 	idempotent bool
 
 	cred    *upstream.Credential // for a tunnel through the member being tried
+	hs      *proxyauth.Handshake // the handshake run on oc, if it ran on this request
 	oc      *http1.Conn          // the connection of the current attempt
 	key     originKey            // its key
 	release func()               // the member's request count
@@ -206,13 +213,29 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *upstrea
 	release := m.Acquire()
 	var resp *http.Response
 	var err error
+	// A connection an NTLM or Negotiate member authenticated serves only
+	// the client it was made for.
+	var client *clientConn
+	if m.Auth.PerConnection() {
+		client = x.cc
+	}
+	x.cred, x.hs = cred, nil
 	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 {
-		x.cred = cred
-		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest}, p, "")
+		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest, client: client}, p, "")
 	} else {
-		resp, err = x.attempt(originKey{member: m}, p, upstream.AuthHeader(cred))
+		auth := ""
+		if client == nil {
+			auth = upstream.AuthHeader(cred)
+		}
+		resp, err = x.attempt(originKey{member: m, client: client}, p, auth)
 		if err == nil && resp.StatusCode == http.StatusProxyAuthRequired {
-			err, resp = upstream.RefusalError(m.Name, resp), nil
+			if x.hs != nil {
+				_, herr := x.hs.Next(resp.Header.Values("Proxy-Authenticate"))
+				err = upstream.AuthRefusal(m.Name, herr)
+			} else {
+				err = upstream.RefusalError(m.Name, resp)
+			}
+			resp = nil
 			x.dropOrigin()
 		}
 	}
@@ -258,8 +281,32 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 			}
 		}
 		x.oc, x.key = oc, key
+		if key.client != nil && key.scheme == "" {
+			// A new connection to an NTLM or Negotiate member is
+			// authenticated first; a pooled one already is.
+			head.Auth, x.hs = "", nil
+			if !oc.Reused {
+				auth, err := x.authenticate(oc, key.member, p)
+				if err != nil {
+					x.dropOrigin()
+					return nil, err
+				}
+				head.Auth = auth
+			}
+		}
 		resp, err := x.Send(x.ctx, oc, &head)
+		if err == nil && resp.StatusCode == http.StatusProxyAuthRequired && key.client != nil && oc.Reused &&
+			try == 0 && !x.Started() && !x.Skipped() {
+			// The member forgot the connection's authentication (it
+			// idled too long, say): authenticate a new one. Nothing was
+			// sent on.
+			x.dropOrigin()
+			continue
+		}
 		if err == nil {
+			if key.client != nil {
+				x.cc.noteAuthKey(key)
+			}
 			return resp, nil
 		}
 		x.dropOrigin()
@@ -278,6 +325,86 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 		}
 		return nil, err
 	}
+}
+
+// authenticate runs the handshake of m's scheme on oc, a new connection
+// to m for requests in absolute form, and returns the Proxy-Authorization
+// value of the request itself. For Negotiate that is the first and only
+// round. NTLM's first round (the negotiate message, answered by the
+// challenge) goes in a HEAD request for the same URL without a body or any
+// of the client's fields, so the request itself is sent once, with the
+// last message: a member that answers the HEAD without asking for
+// authentication has sent on nothing but a HEAD.
+func (x *exchange) authenticate(oc *http1.Conn, m *upstream.Member, p *upstream.Pool) (string, error) {
+	h := m.Handshake(x.cred)
+	first, err := h.First()
+	if err != nil {
+		return "", upstream.AuthError(m.Name, err)
+	}
+	x.hs = h
+	if m.Auth != proxyauth.NTLM {
+		return first, nil
+	}
+	s := x.cc.s
+	stand := &http.Request{Method: http.MethodHead, URL: x.Req.URL, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	head := http1.RequestHead{Scheme: x.scheme, Host: x.Req.URL.Host, Absolute: true, Via: s.via(1, 1), Auth: first}
+	oc.Conn.SetDeadline(time.Now().Add(p.Timeout()))
+	defer oc.Conn.SetDeadline(time.Time{})
+	stop := context.AfterFunc(x.ctx, func() { oc.Conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	http1.WriteRequestHead(oc.W, stand, &head, x.lenBuf[:0])
+	if err := oc.W.Flush(); err != nil {
+		return "", &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: m.Name, Detail: "send the NTLM negotiate message to upstream " + m.Name + ": " + err.Error(), Err: err}
+	}
+	resp, _, err := oc.ReadResponse(stand, http1.DefaultMaxResponseHeaderBytes)
+	if err != nil {
+		if x.ctx.Err() != nil {
+			return "", clientGone(http1.ErrClientLeft)
+		}
+		t := proxystatus.ConnectionTerminated
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t = proxystatus.ConnectionReadTimeout
+		}
+		return "", &proxystatus.Error{Type: t, Upstream: m.Name, Detail: "upstream " + m.Name + " did not answer the NTLM negotiate message: " + err.Error(), Err: err}
+	}
+	resp.Body.Close() // a HEAD's answer has none
+	if resp.StatusCode != http.StatusProxyAuthRequired {
+		if resp.Close {
+			return "", &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: m.Name,
+				Detail: "upstream " + m.Name + " answered the NTLM negotiate message with " + strconv.Itoa(resp.StatusCode) + " and closed the connection"}
+		}
+		x.hs = nil
+		return "", nil // it does not ask for authentication
+	}
+	next, err := h.Next(resp.Header.Values("Proxy-Authenticate"))
+	if err != nil {
+		return "", upstream.AuthRefusal(m.Name, err)
+	}
+	if resp.Close {
+		return "", &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: m.Name,
+			Detail: "upstream " + m.Name + " closes the connection after its NTLM challenge; the handshake needs it kept alive"}
+	}
+	return next, nil
+}
+
+// noteAuthKey records that the client connection has pooled connections
+// under k (a key naming it), to close them when it ends.
+func (cc *clientConn) noteAuthKey(k originKey) {
+	for _, o := range cc.authKeys {
+		if o == k {
+			return
+		}
+	}
+	cc.authKeys = append(cc.authKeys, k)
+}
+
+// dropAuthConns closes the connections authenticated for this client
+// connection, which has ended.
+func (cc *clientConn) dropAuthConns() {
+	for _, k := range cc.authKeys {
+		cc.s.origins.Drop(k)
+	}
+	cc.authKeys = nil
 }
 
 // dial connects for key: to the origin directly, to an http(s) member, or

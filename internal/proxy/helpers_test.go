@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
@@ -47,7 +48,8 @@ type testProxy struct {
 type proxyConf struct {
 	rules    []route.Rule
 	def      route.Action
-	members  []string // default pool
+	members  []string           // default pool, each "URL [attributes]" (ParseMemberSpec)
+	creds    *credentials.Store // the default pool's shared credentials
 	hosts    map[string]string
 	timeouts Timeouts
 }
@@ -73,9 +75,9 @@ func (pc proxyConf) state(t testing.TB) *State {
 	}
 	st := &State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: "default"}
 	if len(pc.members) > 0 {
-		p := &upstream.Pool{Name: "default", ConnectTimeout: 5 * time.Second}
+		p := &upstream.Pool{Name: "default", ConnectTimeout: 5 * time.Second, Credentials: pc.creds}
 		for _, raw := range pc.members {
-			m, err := upstream.ParseMemberURL(raw)
+			m, err := upstream.ParseMemberSpec(raw)
 			if err != nil {
 				t.Fatal(err)
 			}

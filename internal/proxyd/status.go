@@ -10,6 +10,7 @@ import (
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/limit"
 	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/proxyauth"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/upstream"
 )
@@ -89,6 +90,12 @@ func poolStatus(pl *upstream.Pool, o config.Pool, now time.Time) admin.PoolStatu
 		ms := m.State(now)
 		mst := admin.MemberStatus{Name: ms.Name, Healthy: ms.Healthy, Backup: ms.Backup, Weight: ms.Weight, Active: ms.Active,
 			Fails: ms.Fails, LastError: ms.LastError, Since: ms.Since, Rotating: ms.Rotating}
+		switch m.Auth {
+		case proxyauth.NTLM:
+			mst.Auth = "ntlm"
+		case proxyauth.Negotiate:
+			mst.Auth = "negotiate " + m.ServicePrincipal()
+		}
 		switch {
 		case ms.Healthy:
 			ps.Healthy++

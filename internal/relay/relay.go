@@ -124,19 +124,9 @@ func (t *Tunnel) Start(aPrefix, bPrefix []byte, done func(Result)) {
 	}
 }
 
-// Run relays and blocks until the tunnel ends.
-func (t *Tunnel) Run(aPrefix, bPrefix []byte) Result {
-	ch := make(chan Result, 1)
-	t.Start(aPrefix, bPrefix, func(r Result) { ch <- r })
-	return <-ch
-}
-
 // Close ends the tunnel now; running directions return promptly and parked
 // ones end here.
 func (t *Tunnel) Close() { t.closeBoth() }
-
-// Bytes returns the bytes relayed so far, A→B and B→A.
-func (t *Tunnel) Bytes() (up, down int64) { return t.up.Load(), t.down.Load() }
 
 // LastActivity returns when data last moved (or the tunnel started).
 func (t *Tunnel) LastActivity() time.Time { return time.Unix(0, t.last.Load()) }

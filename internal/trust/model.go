@@ -222,13 +222,3 @@ func RuntimeByName(name string) (Runtime, bool) {
 	}
 	return Runtime{}, false
 }
-
-// RuntimeNames lists the modelled runtimes in the table's order.
-func RuntimeNames() []string {
-	rs := Runtimes()
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.Name
-	}
-	return out
-}

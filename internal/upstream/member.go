@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"egret.io/egret/internal/credentials"
+	"egret.io/egret/internal/proxyauth"
 )
 
 // MaxWeight bounds a member's weight.
@@ -28,6 +29,16 @@ type Member struct {
 	Weight int
 	// Backup members are used only when no primary member is healthy.
 	Backup bool
+	// Auth is how egret authenticates to the member: Basic (the default,
+	// a header on every request), NTLM or Negotiate, which authenticate a
+	// connection (proxyauth.Scheme.PerConnection).
+	Auth proxyauth.Scheme
+	// SPN is the Kerberos service principal of a Negotiate member; ""
+	// means HTTP/<the member's host> (ServicePrincipal).
+	SPN string
+
+	krbOnce sync.Once
+	krb     *proxyauth.Kerberos // a Negotiate member's tickets
 
 	auth    *credentials.Store // nil: no credentials
 	ownAuth bool               // auth came from the URL's user info
@@ -59,6 +70,11 @@ type MemberSpec struct {
 	// apply.
 	User, Password string
 	OwnAuth        bool
+	// Auth is the scheme egret authenticates with (basic, ntlm,
+	// negotiate); SPN a negotiate member's service principal ("":
+	// HTTP/<host>).
+	Auth proxyauth.Scheme
+	SPN  string
 }
 
 // Name is the spec's URL as a string, safe to log and to show to clients.
@@ -73,7 +89,7 @@ func NewMember(s MemberSpec) *Member {
 		w = 1
 	}
 	u := *s.URL
-	m := &Member{URL: &u, Name: u.String(), Weight: w, Backup: s.Backup, h: &health{}}
+	m := &Member{URL: &u, Name: u.String(), Weight: w, Backup: s.Backup, Auth: s.Auth, SPN: s.SPN, h: &health{}}
 	if s.OwnAuth {
 		m.auth, m.ownAuth = credentials.NewStore(credentials.New(s.User, s.Password)), true
 	}
@@ -135,11 +151,14 @@ func ParseMemberURL(raw string) (MemberSpec, error) {
 }
 
 // ParseMemberSpec reads a member with optional attributes after the URL,
-// separated by spaces: "weight=N" (1..100) and "backup". It is the syntax of
-// UPSTREAM_PROXY items, member files and string members in the config file:
+// separated by spaces: "weight=N" (1..100), "backup", "auth=basic|ntlm|
+// negotiate" and, for negotiate, "spn=HTTP/host" (the proxy's Kerberos
+// service principal). It is the syntax of UPSTREAM_PROXY items, member
+// files and string members in the config file:
 //
 //	http://proxy-a:3128 weight=3
 //	http://proxy-c:3128 backup
+//	http://proxy.corp.example:8080 auth=negotiate spn=HTTP/proxy.corp.example
 func ParseMemberSpec(spec string) (MemberSpec, error) {
 	raw, attrs := splitSpec(spec)
 	if raw == "" {
@@ -150,7 +169,11 @@ func ParseMemberSpec(spec string) (MemberSpec, error) {
 		return MemberSpec{}, err
 	}
 	for i, a := range attrs {
-		k, v, _ := strings.Cut(strings.ToLower(a), "=")
+		k, v, _ := strings.Cut(a, "=")
+		k = strings.ToLower(k)
+		if k != "spn" {
+			v = strings.ToLower(v)
+		}
 		switch k {
 		case "backup":
 			if v != "" && v != "true" {
@@ -163,13 +186,78 @@ func ParseMemberSpec(spec string) (MemberSpec, error) {
 				return MemberSpec{}, fmt.Errorf("upstream proxy %s: weight %q: want 1-%d", m.Name(), v, MaxWeight)
 			}
 			m.Weight = w
+		case "auth":
+			sc, err := proxyauth.ParseScheme(v)
+			if err != nil {
+				return MemberSpec{}, fmt.Errorf("upstream proxy %s: %w", m.Name(), err)
+			}
+			m.Auth = sc
+		case "spn":
+			m.SPN = v
 		default:
 			// Not quoted: a password cut short by a caller's splitting
 			// would show here.
-			return MemberSpec{}, fmt.Errorf("upstream proxy %s: unknown attribute %d after the URL (want weight=N or backup)", m.Name(), i+1)
+			return MemberSpec{}, fmt.Errorf("upstream proxy %s: unknown attribute %d after the URL (want weight=N, backup, auth=basic|ntlm|negotiate or spn=HTTP/host)", m.Name(), i+1)
 		}
 	}
+	if err := m.CheckAuth(); err != nil {
+		return MemberSpec{}, err
+	}
 	return m, nil
+}
+
+// CheckAuth checks that the spec's Auth and SPN fit together and with its
+// scheme.
+func (s MemberSpec) CheckAuth() error {
+	if s.Auth.PerConnection() && s.URL.Scheme == SchemeSOCKS5 {
+		return fmt.Errorf("upstream proxy %s: auth=%s needs an http:// or https:// member (SOCKS5 has its own authentication)", s.Name(), s.Auth)
+	}
+	if s.SPN != "" && s.Auth != proxyauth.Negotiate {
+		return fmt.Errorf("upstream proxy %s: spn= is for auth=negotiate members", s.Name())
+	}
+	if s.SPN != "" && (strings.ContainsAny(s.SPN, " \t\r\n@") || !strings.Contains(s.SPN, "/")) {
+		return fmt.Errorf("upstream proxy %s: spn %q: want service/host, like HTTP/proxy.corp.example (the realm comes from the credential)", s.Name(), s.SPN)
+	}
+	return nil
+}
+
+// ServicePrincipal is the Kerberos service principal of a Negotiate
+// member: SPN, or HTTP/<the member's host>.
+func (m *Member) ServicePrincipal() string { return servicePrincipal(m.SPN, m.URL) }
+
+// ServicePrincipal is the Kerberos service principal a Negotiate member
+// of s will use.
+func (s MemberSpec) ServicePrincipal() string { return servicePrincipal(s.SPN, s.URL) }
+
+func servicePrincipal(spn string, u *url.URL) string {
+	if spn != "" {
+		return spn
+	}
+	return "HTTP/" + u.Hostname()
+}
+
+// Handshake returns the authentication of one connection (Basic: one
+// request) to the member with cred. For Negotiate members it also drops
+// the Kerberos clients of credentials no longer in use.
+func (m *Member) Handshake(cred *credentials.Credential) *proxyauth.Handshake {
+	h := &proxyauth.Handshake{Scheme: m.Auth, Cred: cred}
+	if m.Auth == proxyauth.Negotiate {
+		m.krbOnce.Do(func() { m.krb = &proxyauth.Kerberos{} })
+		h.Kerberos, h.SPN = m.krb, m.ServicePrincipal()
+		if m.krb != nil && m.auth != nil {
+			m.krb.Keep(cred, m.auth.Current(), m.auth.Fallback())
+		}
+	}
+	return h
+}
+
+// Close releases what the member holds beyond its connections (the
+// Kerberos clients of a Negotiate member) once it is no longer used.
+func (m *Member) Close() {
+	m.krbOnce.Do(func() {})
+	if m.krb != nil {
+		m.krb.Close()
+	}
 }
 
 // ParseMemberList reads a list of members, one ParseMemberSpec per line,
@@ -278,7 +366,8 @@ func (m *Member) Active() int64 { return m.active.Load() }
 // same reports whether two members are the same configuration (for keeping
 // state across a change of the member list).
 func (m *Member) same(o *Member) bool {
-	if m.Name != o.Name || m.Weight != o.Weight || m.Backup != o.Backup || m.ownAuth != o.ownAuth {
+	if m.Name != o.Name || m.Weight != o.Weight || m.Backup != o.Backup || m.ownAuth != o.ownAuth ||
+		m.Auth != o.Auth || m.SPN != o.SPN {
 		return false
 	}
 	if m.ownAuth {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/proxy"
 
 	"egret.io/egret/internal/credentials"
+	"egret.io/egret/internal/proxyauth"
 	"egret.io/egret/internal/proxystatus"
 )
 
@@ -143,6 +144,9 @@ func (p *Pool) SetMembers(ms []*Member) (removed []*Member) {
 		}
 	}
 	p.snap.Store(newSnapshot(next))
+	for _, m := range removed {
+		m.Close()
+	}
 	return removed
 }
 
@@ -307,7 +311,7 @@ func (p *Pool) Do(ctx context.Context, host string, again func(error) bool, try 
 func (p *Pool) tryMember(ctx context.Context, m *Member, more bool, again func(error) bool, try Try) (*credentials.Credential, error) {
 	cred := m.Credential()
 	code, err := try(ctx, m, cred, more)
-	if code == http.StatusProxyAuthRequired && m.auth != nil && (again == nil || again(err)) {
+	if (code == http.StatusProxyAuthRequired || CredentialRefused(err)) && m.auth != nil && (again == nil || again(err)) {
 		if fb := m.auth.Fallback(); fb != nil {
 			p.attempt(m, code, err)
 			code, err = try(ctx, m, fb, more)
@@ -391,6 +395,14 @@ func (p *Pool) Failed(m *Member, err error) (retry bool) {
 	return retry
 }
 
+// CredentialRefused reports whether err says a member's authentication
+// refused egret's credential before any answer from the member: the KDC
+// of a Negotiate member refused the password or keytab.
+func CredentialRefused(err error) bool {
+	var ae *proxyauth.Error
+	return errors.As(err, &ae) && ae.CredentialRefused()
+}
+
 // Fault classifies a failed attempt through a member: whether the member
 // is to blame (it is then marked down), and whether trying another member
 // is worthwhile. Reaching the member failing, the member closing the
@@ -424,17 +436,11 @@ func Fault(err error) (member, retry bool) {
 		proxystatus.ConnectionRefused, proxystatus.ConnectionTimeout,
 		proxystatus.ConnectionTerminated, proxystatus.DestinationIPUnroute,
 		proxystatus.DNSError, proxystatus.DNSTimeout, proxystatus.DestinationNotFound,
-		proxystatus.TLSProtocolError, proxystatus.TLSCertificateError, proxystatus.HTTPProtocolError:
+		proxystatus.TLSProtocolError, proxystatus.TLSCertificateError, proxystatus.HTTPProtocolError,
+		proxystatus.ProxyConfigurationErr: // the member's authentication setup (SPN, realm, keytab)
 		return true, true
 	}
 	return false, false
-}
-
-// Retryable reports whether a failed attempt through one member may be
-// repeated with another (see Fault).
-func Retryable(err error) bool {
-	_, retry := Fault(err)
-	return retry
 }
 
 func hostOf(target string) string {
@@ -462,15 +468,24 @@ func (p *Pool) OpenTunnel(ctx context.Context, m *Member, target string, cred *c
 		t, err := p.dialSOCKS(ctx, m, target, cred)
 		return t, 0, err
 	}
+	// A per-connection scheme's first value comes before the dial: a
+	// Kerberos ticket the KDC will not give makes the member unusable.
+	var h *proxyauth.Handshake
+	auth := ""
+	if m.Auth.PerConnection() {
+		h = m.Handshake(cred)
+		var err error
+		if auth, err = h.First(); err != nil {
+			return nil, 0, AuthError(m.Name, err)
+		}
+	} else if cred != nil {
+		auth = cred.AuthHeader()
+	}
 	c, err := p.DialMember(ctx, m)
 	if err != nil {
 		return nil, 0, err
 	}
-	auth := ""
-	if cred != nil {
-		auth = cred.AuthHeader()
-	}
-	prefix, err := Connect(ctx, c, target, auth, m.Name)
+	prefix, err := connect(ctx, c, target, auth, h, m.Name)
 	if err != nil {
 		c.Close()
 		code := 0
@@ -575,12 +590,19 @@ func errText(err error) string {
 
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1024) }}
 
-// Connect performs an HTTP CONNECT handshake for target on c, which is
-// already connected to an HTTP proxy named name. auth is the
-// Proxy-Authorization value or "". It returns bytes that arrived after the
-// proxy's 200 answer. Failures are *proxystatus.Error values naming the
-// proxy; a refusal is a *Refusal.
-func Connect(ctx context.Context, c net.Conn, target, auth, name string) ([]byte, error) {
+// maxChallengeBody bounds the body of a 407 that carries a handshake's
+// challenge: egret reads it to send the next CONNECT on the same
+// connection.
+const maxChallengeBody = 64 << 10
+
+// connect performs an HTTP CONNECT handshake for target on c, which is
+// already connected to an HTTP proxy named name, running the handshake h
+// (nil: none) from its first Proxy-Authorization value auth (or ""). It
+// returns bytes that arrived after the proxy's 200 answer; failures are
+// *proxystatus.Error values naming the proxy, a refusal is a *Refusal.
+// A 407 that h can answer is answered with the next CONNECT on the same
+// connection, so the authentication stays with the tunnel.
+func connect(ctx context.Context, c net.Conn, target, auth string, h *proxyauth.Handshake, name string) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 		defer c.SetDeadline(time.Time{})
@@ -588,46 +610,93 @@ func Connect(ctx context.Context, c net.Conn, target, auth, name string) ([]byte
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	var b strings.Builder
-	b.Grow(96 + len(auth))
-	b.WriteString("CONNECT ")
-	b.WriteString(target)
-	b.WriteString(" HTTP/1.1\r\nHost: ")
-	b.WriteString(target)
-	b.WriteString("\r\n")
-	if auth != "" {
-		b.WriteString("Proxy-Authorization: ")
-		b.WriteString(auth)
-		b.WriteString("\r\n")
-	}
-	b.WriteString("\r\n")
-	if _, err := io.WriteString(c, b.String()); err != nil {
-		return nil, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: name, Detail: "send CONNECT to upstream: " + errText(err), Err: err}
-	}
 	br := readerPool.Get().(*bufio.Reader)
 	br.Reset(c)
 	defer func() { br.Reset(nil); readerPool.Put(br) }()
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		t := proxystatus.HTTPProtocolError
-		if pe := proxystatus.From(err); pe.Type != proxystatus.ProxyInternalError {
-			t = pe.Type
+	for {
+		var b strings.Builder
+		b.Grow(96 + len(auth))
+		b.WriteString("CONNECT ")
+		b.WriteString(target)
+		b.WriteString(" HTTP/1.1\r\nHost: ")
+		b.WriteString(target)
+		b.WriteString("\r\n")
+		if auth != "" {
+			b.WriteString("Proxy-Authorization: ")
+			b.WriteString(auth)
+			b.WriteString("\r\n")
 		}
-		if t == proxystatus.ConnectionTimeout {
-			t = proxystatus.ConnectionReadTimeout
+		b.WriteString("\r\n")
+		if _, err := io.WriteString(c, b.String()); err != nil {
+			return nil, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: name, Detail: "send CONNECT to upstream: " + errText(err), Err: err}
 		}
-		return nil, &proxystatus.Error{Type: t, Upstream: name, Detail: "read upstream's CONNECT answer: " + errText(err), Err: err}
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			t := proxystatus.HTTPProtocolError
+			if pe := proxystatus.From(err); pe.Type != proxystatus.ProxyInternalError {
+				t = pe.Type
+			}
+			if t == proxystatus.ConnectionTimeout {
+				t = proxystatus.ConnectionReadTimeout
+			}
+			detail := "read upstream's CONNECT answer: " + errText(err)
+			if h != nil && errors.Is(err, io.EOF) && auth != "" && strings.HasPrefix(auth, "NTLM ") {
+				t, detail = proxystatus.ConnectionTerminated, "upstream closed the connection during the NTLM handshake"
+			}
+			return nil, &proxystatus.Error{Type: t, Upstream: name, Detail: detail, Err: err}
+		}
+		if resp.StatusCode/100 == 2 {
+			if n := br.Buffered(); n > 0 {
+				prefix := make([]byte, n)
+				br.Read(prefix)
+				return prefix, nil
+			}
+			return nil, nil
+		}
+		if h == nil || resp.StatusCode != http.StatusProxyAuthRequired {
+			resp.Body.Close()
+			return nil, RefusalError(name, resp)
+		}
+		next, herr := h.Next(resp.Header.Values("Proxy-Authenticate"))
+		if herr != nil {
+			resp.Body.Close()
+			return nil, AuthRefusal(name, herr)
+		}
+		// The next round goes on this connection: read the 407's body.
+		if resp.Close {
+			resp.Body.Close()
+			return nil, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: name,
+				Detail: "upstream " + name + " closes the connection after its " + h.Scheme.String() + " challenge; the handshake needs it kept alive"}
+		}
+		if n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxChallengeBody+1)); err != nil || n > maxChallengeBody {
+			return nil, &proxystatus.Error{Type: proxystatus.HTTPProtocolError, Upstream: name,
+				Detail: "upstream " + name + ": the body of its 407 challenge is unreadable or larger than 64 KiB"}
+		}
+		auth = next
 	}
-	if resp.StatusCode/100 == 2 {
-		if n := br.Buffered(); n > 0 {
-			prefix := make([]byte, n)
-			br.Read(prefix)
-			return prefix, nil
-		}
-		return nil, nil
+}
+
+// AuthError is the failure of a member's authentication before the member
+// was asked (a Kerberos ticket the KDC would not give), naming the member.
+func AuthError(name string, err error) error {
+	var ae *proxyauth.Error
+	if !errors.As(err, &ae) {
+		return memberErr(&Member{Name: name}, "authenticate to upstream", err)
 	}
-	resp.Body.Close()
-	return nil, RefusalError(name, resp)
+	return &proxystatus.Error{Type: ae.Type(), Status: ae.Status(), Upstream: name, Detail: "upstream " + name + ": " + ae.Detail, Err: ae}
+}
+
+// AuthRefusal is a member's 407 that the handshake cannot answer: a
+// *Refusal with the member's code and the handshake's account of it.
+func AuthRefusal(name string, err error) error {
+	var ae *proxyauth.Error
+	detail := err.Error()
+	t := proxystatus.UpstreamAuthRequired
+	if errors.As(err, &ae) {
+		t = ae.Type()
+	}
+	return &Refusal{Code: http.StatusProxyAuthRequired, Err: &proxystatus.Error{Type: t, Status: http.StatusBadGateway, Upstream: name,
+		Detail: "upstream " + name + " answered 407: " + detail, Err: err}}
 }
 
 // Refusal is an upstream proxy's non-2xx answer. It wraps the

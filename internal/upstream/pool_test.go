@@ -103,7 +103,7 @@ func TestParseMemberList(t *testing.T) {
 }
 
 func FuzzParseMemberSpec(f *testing.F) {
-	for _, s := range []string{"http://a:3128", "http://u:p%40ss@a:1 weight=2 backup", "socks5h://[::1]", "x weight=", "https://u:pw@h"} {
+	for _, s := range []string{"http://a:3128", "http://u:p%40ss@a:1 weight=2 backup", "socks5h://[::1]", "x weight=", "https://u:pw@h", "http://a auth=ntlm", "http://a auth=negotiate spn=HTTP/b.corp", "socks5://a auth=negotiate", "http://a spn=x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

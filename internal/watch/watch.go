@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -23,6 +24,9 @@ type Files struct {
 	// Paths are the files to read. All are read together; Load gets them in
 	// this order.
 	Paths []string
+	// Optional are those of Paths that may be missing: Load gets nil for
+	// them. A missing file of the others is a read error.
+	Optional []string
 	// Interval is the period of the safety-net re-read; zero means
 	// DefaultInterval, negative disables it.
 	Interval time.Duration
@@ -60,6 +64,9 @@ func (f *Files) read() ([][]byte, error) {
 	for i, p := range f.Paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && slices.Contains(f.Optional, p) {
+				continue
+			}
 			return nil, fmt.Errorf("read %s: %w", p, unwrapPath(err))
 		}
 		out[i] = b
@@ -105,7 +112,7 @@ func equal(a, b [][]byte) bool {
 		return false
 	}
 	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
+		if !bytes.Equal(a[i], b[i]) || (a[i] == nil) != (b[i] == nil) {
 			return false
 		}
 	}

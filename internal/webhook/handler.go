@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,19 +50,20 @@ func (h *Handlers) Validator() *admission.Webhook {
 	return &admission.Webhook{Handler: admission.HandlerFunc(h.validate)}
 }
 
-var scheme = func() *runtime.Scheme {
+// decoder decodes admission objects. It is built on first use: the scheme
+// of every built-in type costs half a MiB, which the other commands of the
+// binary (the proxy above all) should not pay at start-up.
+var decoder = sync.OnceValue(func() admission.Decoder {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
-	return s
-}()
-
-var decoder = admission.NewDecoder(scheme)
+	return admission.NewDecoder(s)
+})
 
 func (h *Handlers) input(ctx context.Context, req admission.Request) (*corev1.Pod, Input, error) {
 	var pod corev1.Pod
-	if err := decoder.Decode(req, &pod); err != nil {
+	if err := decoder().Decode(req, &pod); err != nil {
 		return nil, Input{}, fmt.Errorf("decode pod: %w", err)
 	}
 	if pod.Namespace == "" {

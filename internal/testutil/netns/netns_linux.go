@@ -31,11 +31,14 @@ type NS struct {
 	Name string
 }
 
-// Require skips t unless it runs as root on Linux with the ip tool and the
-// other named tools on PATH; with EGRET_REQUIRE_ALL=1 a missing prerequisite
-// fails the test instead.
+// Require skips t under -short, and unless it runs as root on Linux with
+// the ip tool and the other named tools on PATH; with EGRET_REQUIRE_ALL=1 a
+// missing prerequisite fails the test instead.
 func Require(t testing.TB, tools ...string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("network namespace test: skipped under -short")
+	}
 	if os.Geteuid() != 0 {
 		testutil.Missing(t, "network namespace tests need root")
 	}

@@ -1,6 +1,7 @@
 // Package squid starts a real Squid for tests: listening on a loopback port,
-// optionally requiring Basic auth, resolving names only from a hosts file
-// the test writes (never real DNS), logging every request.
+// optionally requiring Basic, NTLM or Negotiate (Kerberos) auth, resolving
+// names only from a hosts file the test writes (never real DNS), logging
+// every request.
 package squid
 
 import (
@@ -23,6 +24,16 @@ import (
 type Options struct {
 	// User and Password, when User is set, make Squid require Basic auth.
 	User, Password string
+	// Auth, when set, makes Squid require another scheme instead:
+	// AuthNTLM (Squid's ntlm_fake_auth helper: any user and password pass a
+	// well-formed handshake) or AuthNegotiate (negotiate_kerberos_auth with
+	// the service key in Keytab).
+	Auth string
+	// Keytab is the proxy's keytab (HTTP/host@REALM) for AuthNegotiate.
+	Keytab string
+	// Env is added to Squid's environment, which its helpers inherit
+	// (KRB5_CONFIG, say).
+	Env []string
 	// Hosts maps names to addresses for Squid's resolver (hosts_file).
 	Hosts map[string]string
 	// Listen is the address to listen on; "" means 127.0.0.1 with a free port.
@@ -43,6 +54,12 @@ type Namespace interface {
 	Dial(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// Schemes for Options.Auth.
+const (
+	AuthNTLM      = "ntlm"
+	AuthNegotiate = "negotiate"
+)
+
 // Squid is a running Squid.
 type Squid struct {
 	Addr    string // host:port
@@ -50,14 +67,6 @@ type Squid struct {
 	cmd     *exec.Cmd
 	mu      sync.Mutex
 	stopped bool
-}
-
-// URL returns the proxy URL with credentials (user:pass@) if given.
-func (s *Squid) URL(user, pass string) string {
-	if user == "" {
-		return "http://" + s.Addr
-	}
-	return fmt.Sprintf("http://%s:%s@%s", user, pass, s.Addr)
 }
 
 // Start runs Squid until the test ends.
@@ -76,7 +85,23 @@ func Start(t testing.TB, o Options) *Squid {
 	}
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "http_port %s\n", listen)
-	if o.User != "" {
+	switch {
+	case o.Auth == AuthNTLM:
+		helper := "/usr/lib/squid/ntlm_fake_auth"
+		if _, err := os.Stat(helper); err != nil {
+			testutil.Missing(t, "squid's ntlm_fake_auth helper is missing")
+		}
+		fmt.Fprintf(&conf, "auth_param ntlm program %s\nauth_param ntlm children 2 startup=1 idle=1\nauth_param ntlm keep_alive on\n", helper)
+		conf.WriteString("acl authed proxy_auth REQUIRED\nhttp_access allow authed\nhttp_access deny all\n")
+	case o.Auth == AuthNegotiate:
+		helper := "/usr/lib/squid/negotiate_kerberos_auth"
+		if _, err := os.Stat(helper); err != nil {
+			testutil.Missing(t, "squid's negotiate_kerberos_auth helper is missing")
+		}
+		// Any principal of the keytab: the test names the SPN egret asks for.
+		fmt.Fprintf(&conf, "auth_param negotiate program %s -k %s -s GSS_C_NO_NAME -t none\nauth_param negotiate children 2 startup=1 idle=1\nauth_param negotiate keep_alive on\n", helper, o.Keytab)
+		conf.WriteString("acl authed proxy_auth REQUIRED\nhttp_access allow authed\nhttp_access deny all\n")
+	case o.User != "":
 		htpasswd := testutil.NeedTool(t, "htpasswd")
 		helper := "/usr/lib/squid/basic_ncsa_auth"
 		if _, err := os.Stat(helper); err != nil {
@@ -91,7 +116,7 @@ func Start(t testing.TB, o Options) *Squid {
 		fmt.Fprintf(&conf, "auth_param basic program %s %s\n", helper, pw)
 		conf.WriteString("auth_param basic children 2 startup=1 idle=1\nauth_param basic realm egret-test\n")
 		conf.WriteString("acl authed proxy_auth REQUIRED\nhttp_access allow authed\nhttp_access deny all\n")
-	} else {
+	default:
 		conf.WriteString("http_access allow all\n")
 	}
 	hosts := filepath.Join(dir, "hosts")
@@ -132,6 +157,9 @@ forwarded_for on
 			defer cancel()
 			return o.Namespace.Dial(ctx, "tcp", listen)
 		}
+	}
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
 	}
 	logf, _ := os.Create(filepath.Join(dir, "squid.out"))
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -104,6 +104,7 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		{"overlays/monitoring", []string{"monitoring.enabled=true"}},
 		{"overlays/cert-manager", []string{"certManager.enabled=true"}},
 		{"overlays/trust", []string{"trust.enabled=true"}},
+		{"overlays/policy", []string{"policy.enabled=true"}},
 	} {
 		t.Run(strings.ReplaceAll(tc.overlay, "/", "-"), func(t *testing.T) {
 			k, _ := render(t, tc.overlay)

@@ -127,6 +127,7 @@ func NewRoot() *cobra.Command {
 		newLintCmd(),
 		newDoctorCmd(),
 		newNodeCmd(),
+		newPolicyCmd(),
 		newVersionCmd(),
 	)
 	root.SuggestionsMinimumDistance = 2

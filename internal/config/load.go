@@ -133,6 +133,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	}
 	l.gateway(f, p, bad)
 	l.limits(f, p, bad)
+	l.policy(p, bad)
 	l.timeouts(f, p, bad)
 	l.logging(f, p, bad)
 	if len(errs) > 0 {
@@ -217,7 +218,8 @@ func (l *loader) pools(f *File, p *Proxy, bad func(error)) {
 	user, hasUser := l.src.Env("PROXY_USER")
 	pass, hasPass := l.src.Env("PROXY_PASS")
 	l.credentials(f, p, bad)
-	if p.Credentials.Dir != "" {
+	l.upstreamToken(p, bad)
+	if p.Credentials.Dir != "" || p.Credentials.TokenFile != "" {
 		// The mounted Secret is the pools' shared, rotating credential.
 		hasUser, hasPass = false, false
 	}

@@ -73,6 +73,8 @@ type Proxy struct {
 	Gateway Gateway
 	// Limits protect destinations and the proxy.
 	Limits Limits
+	// Policy is per-workload egress at the gateway (policy.go).
+	Policy Policy
 
 	Resolver resolve.Config
 	// Timeouts are the proxy's own (proxy.Timeouts: zero takes the
@@ -127,6 +129,10 @@ type Credentials struct {
 	// Required is set when the directory was configured explicitly (not
 	// the default one found present): failing to read it is an error.
 	Required bool
+	// TokenFile holds a bearer token (the pod's projected service-account
+	// token) presented instead of the directory's credentials, re-read on
+	// change; "" = none.
+	TokenFile string
 }
 
 // Gateway is the hardening of a shared proxy.

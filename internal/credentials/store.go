@@ -10,7 +10,7 @@ import (
 
 // Credential is what egret presents to upstream proxies: a user name and
 // password (Basic, NTLM, Kerberos), and for Kerberos optionally a keytab
-// and a krb5.conf. It is immutable.
+// and a krb5.conf; or a bearer token (NewBearer). It is immutable.
 type Credential struct {
 	User     string
 	Password string
@@ -20,6 +20,7 @@ type Credential struct {
 	// Krb5Conf is a krb5.conf (its text) naming the realms and their KDCs,
 	// for Negotiate members; nil: User's realm, its KDCs found in DNS.
 	Krb5Conf []byte
+	token    string // a bearer token (NewBearer) instead of a user and password
 	header   string
 }
 
@@ -37,7 +38,8 @@ func NewKerberos(user, password string, keytab, krb5conf []byte) *Credential {
 	return c
 }
 
-// AuthHeader is the Proxy-Authorization value ("Basic ...").
+// AuthHeader is the Proxy-Authorization value ("Basic ...", or
+// "Bearer ..." for a token).
 func (c *Credential) AuthHeader() string { return c.header }
 
 // Same reports whether c and o hold the same user, password, keytab and
@@ -48,7 +50,8 @@ func (c *Credential) Same(o *Credential) bool {
 	}
 	return c.User == o.User && c.Password == o.Password &&
 		bytes.Equal(c.Keytab, o.Keytab) && (c.Keytab == nil) == (o.Keytab == nil) &&
-		bytes.Equal(c.Krb5Conf, o.Krb5Conf) && (c.Krb5Conf == nil) == (o.Krb5Conf == nil)
+		bytes.Equal(c.Krb5Conf, o.Krb5Conf) && (c.Krb5Conf == nil) == (o.Krb5Conf == nil) &&
+		c.token == o.token
 }
 
 // String names the user only (and whether a keytab stands in for the
@@ -56,6 +59,9 @@ func (c *Credential) Same(o *Credential) bool {
 func (c *Credential) String() string {
 	if c == nil {
 		return "<none>"
+	}
+	if c.token != "" {
+		return "bearer token"
 	}
 	if c.Keytab != nil {
 		return "user " + c.User + " (keytab)"

@@ -93,6 +93,8 @@ type Metrics struct {
 	// GuardRefusals counts destinations the SSRF guard refused, by address
 	// class (loopback, private, link_local, ...).
 	GuardRefusals *prometheus.CounterVec
+	// Policy is per-workload egress (policy.go).
+	Policy *Policy
 }
 
 // New creates the catalog on a new registry, with Go and process collectors;
@@ -212,6 +214,8 @@ func New(ver string) *Metrics {
 		m.CredentialFallbacks, m.BreakerTransitions, m.LimitRejections, m.PolicyDenials, m.WouldDeny, m.live,
 		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	m.Policy = newPolicy()
+	m.collectors = append(m.collectors, m.Policy.collectors()...)
 	r.MustRegister(m.collectors...)
 	m.collectors = append(m.collectors, m.TunnelsLimit) // registered by SetTunnelsLimit
 	return m

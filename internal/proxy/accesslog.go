@@ -58,6 +58,12 @@ type event struct {
 	// clientAdmitted is set once admitClient ran (a listener may run it
 	// before the rest of admit).
 	clientAdmitted bool
+	// identified is set once the client's workload was looked up
+	// (Options.Workloads); wl is what was found.
+	identified bool
+	wl         Workload
+	policyRule string // the workload's policy rule that allowed the destination
+	sni        string // the tunnel's TLS server name, when checked
 }
 
 // finish ends a request or tunnel: its limit slots are released, and it
@@ -140,6 +146,7 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 	l := newLine(now, msg)
 	l.str(logKind, ev.kind)
 	l.str(logClient, ev.client)
+	logWorkload(l, ev)
 	if ev.method != "" {
 		l.str(logMethod, ev.method)
 	}

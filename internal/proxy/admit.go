@@ -19,8 +19,9 @@ import (
 // wants to go into a target and hands it to admit, which applies the policy
 // they all share, in one order:
 //
-//	client allow-list and per-client limit → destination → loop check →
-//	route → deny → destination limits and breaker
+//	client allow-list and per-client limit → identity (Workloads) →
+//	destination → loop check → route → workload policy → deny →
+//	workload limits → destination limits and breaker
 //
 // and then to open (tunnels) or the forwarder (requests), which dial with
 // the SSRF guard and the loop check on every address (dialDirect). A rule
@@ -43,6 +44,9 @@ type target struct {
 	via []string
 	// tunnel marks a tunnel (it takes a slot of the tunnel limit).
 	tunnel bool
+	// auth is the request's Proxy-Authorization (HTTP): a workload's
+	// service-account token.
+	auth string
 }
 
 // admission is a destination admit let through.
@@ -63,6 +67,11 @@ type admission struct {
 func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, *proxystatus.Error) {
 	if !ev.clientAdmitted {
 		if e := s.admitClient(ev); e != nil {
+			return nil, e
+		}
+	}
+	if s.opts.Workloads != nil && !ev.identified {
+		if e := s.identify(ctx, ev, tg.auth); e != nil {
 			return nil, e
 		}
 	}
@@ -87,9 +96,13 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 		}
 		a.dec = s.Route(ctx, a.st, dest)
 	}
+	s.judge(ctx, ev, a)
 	ev.dest, ev.dec, ev.decided = a.dest.String(), a.dec, true
 	if a.dec.Action == route.Deny {
 		return nil, denied(a.dest, a.dec)
+	}
+	if e := s.admitWorkload(ctx, ev); e != nil {
+		return nil, e
 	}
 	breaker, err := s.admitDest(a.dest, tg.tunnel, &ev.release)
 	if err != nil {

@@ -24,7 +24,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 	ev := &event{kind: metrics.KindConnect, client: cc.remote, method: req.Method, dest: scrubHost(req.Host), start: time.Now()}
 	refuse := func(e *proxystatus.Error) bool { return cc.fail(req, ev, e, false) }
 	ctx, stop := watchClient(s.ctx, cc.c, cc.peek, nil)
-	a, e := s.admit(ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true})
+	a, e := s.admit(ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true, auth: proxyAuth(req.Header)})
 	var sc *Conn
 	var err error
 	if e == nil {
@@ -59,7 +59,22 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 		s.finish(ev)
 		return false
 	}
-	s.start(ev, t, http1.Buffered(cc.r.Buf()), sc)
+	early := http1.Buffered(cc.r.Buf())
+	if s.opts.Workloads != nil {
+		// The SNI check reads the ClientHello the client sends once it has
+		// its 200, before anything is relayed.
+		var e *proxystatus.Error
+		if early, e = s.checkSNI(ev, a, cc.c, early); e != nil {
+			s.removeTunnel(t)
+			cc.c.Close()
+			sc.Close()
+			ev.err = e
+			ev.status = e.Code()
+			s.finish(ev)
+			return false
+		}
+	}
+	s.start(ev, t, early, sc)
 	return false
 }
 

@@ -106,7 +106,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if s.alog != nil {
 		ev.url = x.scheme + "://" + scrubHost(req.URL.Host) + req.URL.EscapedPath() // no query: it may hold tokens
 	}
-	a, e := s.admit(s.ctx, ev, &target{hostport: req.URL.Host, defPort: defPort, via: req.Header["Via"]})
+	a, e := s.admit(s.ctx, ev, &target{hostport: req.URL.Host, defPort: defPort, via: req.Header["Via"], auth: proxyAuth(req.Header)})
 	if e != nil {
 		return cc.fail(req, ev, e, false)
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	// OriginTLS configures TLS to the origins of forwarded https:// URLs
 	// (ServerName defaults to the URL's host); nil means the system roots.
 	OriginTLS *tls.Config
+	// Workloads, when set, identifies each client and gives its egress
+	// policy (workload.go); nil: every client gets the routes alone.
+	Workloads Workloads
 }
 
 // State is the part of the configuration a reload replaces. It is

@@ -141,6 +141,7 @@ func needsRestart(old, cfg *config.Proxy) []string {
 		{"drain", [2]time.Duration{old.DrainPeriod, old.DrainTimeout}, [2]time.Duration{cfg.DrainPeriod, cfg.DrainTimeout}},
 		{"log", [2]any{old.LogLevel, old.AccessLog}, [2]any{cfg.LogLevel, cfg.AccessLog}},
 		{"admin (pprof, token file)", [2]any{old.PProf, old.AdminTokenFile}, [2]any{cfg.PProf, cfg.AdminTokenFile}},
+		{"policy (EGRET_POLICY, token audience, rate-limit service)", old.Policy, cfg.Policy},
 	} {
 		if !reflect.DeepEqual(c.was, c.now) {
 			out = append(out, c.name)

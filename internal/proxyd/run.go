@@ -61,6 +61,7 @@ type process struct {
 	log     *slog.Logger
 	m       *metrics.Metrics
 	s       *proxy.Server
+	server  atomic.Pointer[proxy.Server] // s, for goroutines started before it
 	prot    proxy.Protection
 	health  *upstream.Health
 	creds   *credentialState
@@ -104,6 +105,11 @@ func Run(ctx context.Context, cfg *config.Proxy, o Options) error {
 	if err != nil {
 		return err
 	}
+	if creds == nil {
+		if creds, err = startUpstreamToken(bg, cfg, p, log); err != nil {
+			return err
+		}
+	}
 	p.creds = creds
 	st, err := BuildState(cfg, p.health, creds.storeOrNil())
 	if err != nil {
@@ -116,9 +122,13 @@ func Run(ctx context.Context, cfg *config.Proxy, o Options) error {
 		opts.AccessLog = o.AccessLog
 	}
 	p.prot = opts.Protection
+	if opts.Workloads, err = startPolicy(bg, cfg, p, st, log); err != nil {
+		return err
+	}
 	if p.s, err = proxy.New(opts, st); err != nil {
 		return err
 	}
+	p.server.Store(p.s)
 	p.follow(cfg, st)
 	p.m.SetLive(p.liveMetrics())
 	if t := p.prot.Tunnels; t != nil {

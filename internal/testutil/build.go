@@ -45,10 +45,16 @@ func EgretBinary() (string, error) {
 // so no test run leaves a copy of egret in the temporary directory.
 func Main(m *testing.M) {
 	code := golden.After(m.Run())
+	RemoveEgretBinary()
+	os.Exit(code)
+}
+
+// RemoveEgretBinary removes the binary EgretBinary built, if any: for a
+// TestMain that cannot use Main (kubetest.Main runs the tests).
+func RemoveEgretBinary() {
 	if buildPath != "" {
 		os.RemoveAll(filepath.Dir(buildPath))
 	}
-	os.Exit(code)
 }
 
 // BuildEgret is EgretBinary for a test: it fails the test when the build

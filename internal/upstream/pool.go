@@ -420,6 +420,8 @@ func Fault(err error) (member, retry bool) {
 	var r *Refusal
 	if errors.As(err, &r) {
 		switch {
+		case r.Policy:
+			return false, false // the member's policy refused the destination: so would another
 		case r.Code == http.StatusProxyAuthRequired, r.Code == http.StatusForbidden:
 			return true, true
 		case r.Code >= 500:
@@ -542,7 +544,7 @@ func (p *Pool) dial(ctx context.Context, addr string) (net.Conn, error) {
 
 func (p *Pool) dialSOCKS(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, error) {
 	var auth *proxy.Auth
-	if cred != nil {
+	if cred != nil && !cred.IsBearer() { // SOCKS5 has no place for a bearer token
 		auth = &proxy.Auth{User: cred.User, Password: cred.Password}
 	}
 	var fwd proxy.Dialer = ctxDialer{p}
@@ -707,6 +709,11 @@ type Refusal struct {
 	// DestinationFault is set when the member said the failure was the
 	// destination's (it could not resolve or reach it).
 	DestinationFault bool
+	// Policy is set when the member refused the destination by its policy
+	// (a 403 whose Proxy-Status says http_request_denied or
+	// destination_ip_prohibited, as an egret gateway answers): the member
+	// works, and another would refuse too.
+	Policy bool
 }
 
 func (r *Refusal) Error() string { return r.Err.Error() }
@@ -732,7 +739,37 @@ func RefusalError(name string, resp *http.Response) error {
 		e.Status = http.StatusBadGateway
 	}
 	e.Detail = detail
-	return &Refusal{Err: e, Code: code, DestinationFault: code >= 500 && blamesDestination(resp.Header)}
+	return &Refusal{Err: e, Code: code, DestinationFault: code >= 500 && blamesDestination(resp.Header),
+		Policy: code == http.StatusForbidden && policyRefusal(resp.Header)}
+}
+
+// policyRefusal reports whether the member's Proxy-Status error says it
+// refused the destination by policy.
+func policyRefusal(h http.Header) bool {
+	switch memberError(h) {
+	case proxystatus.HTTPRequestDenied, proxystatus.DestinationIPProhibit:
+		return true
+	}
+	return false
+}
+
+// memberError is the error type of the member's own Proxy-Status element
+// (the last one), or "".
+func memberError(h http.Header) proxystatus.Type {
+	ps := h.Values("Proxy-Status")
+	if len(ps) == 0 {
+		return ""
+	}
+	last := ps[len(ps)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	for _, param := range strings.Split(last, ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(param), "="); ok && k == "error" {
+			return proxystatus.Type(strings.Trim(v, `"`))
+		}
+	}
+	return ""
 }
 
 // blamesDestination reports whether an upstream's error answer says the

@@ -143,6 +143,10 @@ type Config struct {
 	NativeSidecars bool
 	// Trust configures the CA injection (ca.go); zero: none.
 	Trust TrustConfig
+	// GatewayToken gives a sidecar that chains to the gateway the pod's
+	// projected service-account token (token.go), for a gateway that
+	// identifies workloads (EGRET_POLICY).
+	GatewayToken bool
 }
 
 // Policy is a validated Config. It is immutable; build a new one to change it.
@@ -157,6 +161,7 @@ type Policy struct {
 	Excluded       map[string]bool
 	NativeSidecars bool
 	Trust          *TrustPolicy // nil: no CA injection
+	GatewayToken   bool
 }
 
 // Compile validates c into a Policy. ownNamespace is always excluded, and so
@@ -164,7 +169,7 @@ type Policy struct {
 func (c Config) Compile(ownNamespace string) (*Policy, error) {
 	var errs []error
 	p := &Policy{Image: c.Image, IptablesImage: c.IptablesImage, UpstreamSecret: c.UpstreamSecret,
-		NativeSidecars: c.NativeSidecars, Excluded: map[string]bool{"kube-system": true}}
+		NativeSidecars: c.NativeSidecars, Excluded: map[string]bool{"kube-system": true}, GatewayToken: c.GatewayToken}
 	if p.IptablesImage == "" && p.Image != "" {
 		var err error
 		if p.IptablesImage, err = iptablesVariant(p.Image); err != nil && c.Mode == "transparent" {

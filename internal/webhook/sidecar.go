@@ -61,7 +61,11 @@ func addSidecars(spec *corev1.PodSpec, mode Mode, p *Policy, noProxy *discovery.
 		add = append(add, iptablesContainer(p, excludeCIDRs(noProxy)))
 	}
 	if !has(SidecarName) {
-		add = append(add, sidecarContainer(p, mode, noProxy))
+		c := sidecarContainer(p, mode, noProxy)
+		if p.GatewayToken && p.UpstreamSecret == "" && p.Gateway != nil {
+			addGatewayToken(spec, &c)
+		}
+		add = append(add, c)
 	}
 	if len(add) > 0 {
 		spec.InitContainers = append(add, spec.InitContainers...)

@@ -1,0 +1,305 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"egret.io/egret/internal/identity"
+	"egret.io/egret/internal/ratelimit"
+)
+
+// Identity sources (Workload.By; a log field).
+const (
+	ByToken   = "token"
+	ByAddress = "address"
+	ByUnknown = "unknown"
+)
+
+// Workload is who a client is and the policy that applies to it.
+type Workload struct {
+	// By says how the client was identified: ByToken, ByAddress or
+	// ByUnknown (no pod owns its address: the cluster default applies).
+	By             string
+	Namespace      string
+	ServiceAccount string
+	Pod            string
+	// Note says why a presented token was not used ("" when it was, or
+	// when there was none).
+	Note string
+	// Rules is the effective policy; nil when no policy applies (the
+	// gateway's routes alone decide).
+	Rules *Effective
+}
+
+// ErrForeignAddress refuses a token presented from the address of another
+// pod: a token copied out of its pod.
+var ErrForeignAddress = errors.New("service-account token presented from another pod's address")
+
+// Engine holds the cluster's policies and answers who a client is and what
+// applies to it. Set, Delete and Replace change the policies (from one
+// goroutine at a time); every change is a new snapshot, swapped in
+// atomically: a request decided under the old one keeps it. Identify is
+// safe for concurrent use and, for a known label set, costs a few map
+// lookups.
+type Engine struct {
+	// Pods is the pod index; required.
+	Pods *identity.Pods
+	// Tokens verifies service-account tokens; nil ignores them (every
+	// client is identified by its address).
+	Tokens *identity.Tokens
+	// Pools reports whether the gateway has a pool; nil accepts any name.
+	Pools func(name string) bool
+	// Limiter enforces workloads' limits; nil means a ratelimit.Local.
+	Limiter Limiter
+	// Changed, when set, is called with each compiled policy after it was
+	// set (to write its status).
+	Changed func(c *Compiled)
+
+	once     sync.Once
+	mu       sync.Mutex // writers
+	policies map[string]*Compiled
+	snap     atomic.Pointer[snapshot]
+	gen      uint64
+}
+
+// snapshot is one immutable generation of the policies, with the
+// effective policies computed from it (a cache that fills as clients
+// arrive).
+type snapshot struct {
+	gen     uint64
+	byNS    map[string][]*Compiled // namespaced, in precedence order
+	def     *Compiled              // the cluster default, or nil
+	unknown *Effective             // for clients without a known pod
+
+	mu   sync.Mutex
+	effs map[string]*Effective
+}
+
+func (e *Engine) init() {
+	e.once.Do(func() {
+		e.policies = map[string]*Compiled{}
+		if e.Limiter == nil {
+			e.Limiter = limiterFunc((&ratelimit.Local{}).Acquire)
+		}
+		e.mu.Lock()
+		e.rebuild()
+		e.mu.Unlock()
+	})
+}
+
+type limiterFunc func(ctx context.Context, key string, l ratelimit.Limit) (func(), error)
+
+func (f limiterFunc) Acquire(ctx context.Context, key string, l ratelimit.Limit) (func(), error) {
+	return f(ctx, key, l)
+}
+
+// Set compiles and stores a policy (cluster: a ClusterEgressPolicy),
+// replacing the one of the same name, and returns it compiled. A policy
+// whose generation is the one already held (its status changed, not its
+// spec) changes nothing.
+func (e *Engine) Set(p *EgressPolicy, cluster bool) *Compiled {
+	e.init()
+	c := Compile(p, cluster, e.Pools)
+	e.mu.Lock()
+	if old := e.policies[c.Key]; old != nil && old.UID == c.UID && old.Generation == c.Generation && c.Generation > 0 {
+		e.mu.Unlock()
+		return old
+	}
+	e.policies[c.Key] = c
+	e.rebuild()
+	e.mu.Unlock()
+	if e.Changed != nil {
+		e.Changed(c)
+	}
+	return c
+}
+
+// Delete removes the policy namespace/name (cluster: the
+// ClusterEgressPolicy name).
+func (e *Engine) Delete(namespace, name string, cluster bool) {
+	e.init()
+	key := namespace + "/" + name
+	if cluster {
+		key = KindClusterEgressPolicy + "/" + name
+	}
+	e.mu.Lock()
+	if _, ok := e.policies[key]; ok {
+		delete(e.policies, key)
+		e.rebuild()
+	}
+	e.mu.Unlock()
+}
+
+// Replace makes the engine hold exactly ps (and cps, the
+// ClusterEgressPolicies), in one swap.
+func (e *Engine) Replace(ps, cps []*EgressPolicy) []*Compiled {
+	e.init()
+	out := make([]*Compiled, 0, len(ps)+len(cps))
+	for _, p := range ps {
+		out = append(out, Compile(p, false, e.Pools))
+	}
+	for _, p := range cps {
+		out = append(out, Compile(p, true, e.Pools))
+	}
+	e.mu.Lock()
+	e.policies = make(map[string]*Compiled, len(out))
+	for _, c := range out {
+		e.policies[c.Key] = c
+	}
+	e.rebuild()
+	e.mu.Unlock()
+	if e.Changed != nil {
+		for _, c := range out {
+			e.Changed(c)
+		}
+	}
+	return out
+}
+
+// Policies returns the compiled policies, sorted by key.
+func (e *Engine) Policies() []*Compiled {
+	e.init()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*Compiled, 0, len(e.policies))
+	for _, c := range e.policies {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// rebuild swaps in a snapshot of e.policies; e.mu is held.
+func (e *Engine) rebuild() {
+	e.gen++
+	s := &snapshot{gen: e.gen, byNS: map[string][]*Compiled{}, effs: map[string]*Effective{}}
+	for _, c := range e.policies {
+		switch {
+		case !c.Cluster:
+			s.byNS[c.Namespace] = append(s.byNS[c.Namespace], c)
+		case c.Name == DefaultName:
+			s.def = c
+		}
+	}
+	for _, ps := range s.byNS {
+		sortPolicies(ps)
+	}
+	if s.def != nil {
+		s.unknown = combine([]*Compiled{s.def}, s.def.Key+" (unknown clients)", e.Limiter)
+	}
+	e.snap.Store(s)
+}
+
+// Effective returns what applies to pods with label set ls, computed once
+// per snapshot and label set.
+func (e *Engine) Effective(ls *identity.LabelSet) *Effective {
+	e.init()
+	s := e.snap.Load()
+	if c := ls.Cached(); c != nil && c.Gen == s.gen {
+		eff, _ := c.Value.(*Effective)
+		return eff
+	}
+	eff := s.effective(ls, e.Limiter)
+	ls.Cache(&identity.Cached{Gen: s.gen, Value: eff})
+	return eff
+}
+
+// Unknown returns what applies to a client without a known pod: the
+// cluster default, or nil.
+func (e *Engine) Unknown() *Effective {
+	e.init()
+	return e.snap.Load().unknown
+}
+
+func (s *snapshot) effective(ls *identity.LabelSet, lim Limiter) *Effective {
+	var ps []*Compiled
+	var key strings.Builder
+	key.WriteString(ls.Namespace)
+	for _, c := range s.byNS[ls.Namespace] {
+		if c.Selects(ls.Labels) {
+			ps = append(ps, c)
+			key.WriteByte(0)
+			key.WriteString(c.Name)
+		}
+	}
+	if s.def != nil {
+		ps = append(ps, s.def)
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	k := key.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if eff, ok := s.effs[k]; ok {
+		return eff
+	}
+	eff := combine(ps, KindClusterEgressPolicy+"/"+DefaultName+" in "+ls.Namespace, lim)
+	s.effs[k] = eff
+	return eff
+}
+
+// Identify returns the workload of a client at addr whose request carried
+// the Proxy-Authorization value auth ("" when none). A bearer token is
+// verified and preferred over the address; a token the API server
+// rejects, or one presented from another pod's address, is an error (the
+// client is refused). When the token cannot be reviewed now, the address
+// decides, and Note says so.
+func (e *Engine) Identify(ctx context.Context, addr netip.Addr, auth string) (Workload, error) {
+	e.init()
+	if tok, ok := bearer(auth); ok && e.Tokens != nil {
+		t, err := e.Tokens.Verify(ctx, tok)
+		switch {
+		case err == nil:
+			return e.byToken(t, addr)
+		case errors.Is(err, identity.ErrRejected):
+			return Workload{By: ByToken}, err
+		}
+		w := e.byAddress(addr)
+		w.Note = err.Error()
+		return w, nil
+	}
+	return e.byAddress(addr), nil
+}
+
+func (e *Engine) byToken(t identity.Token, addr netip.Addr) (Workload, error) {
+	w := Workload{By: ByToken, Namespace: t.Namespace, ServiceAccount: t.ServiceAccount, Pod: t.Pod}
+	p := e.Pods.ByName(t.Namespace, t.Pod)
+	if p != nil && p.UID != t.PodUID {
+		p = nil // another pod of that name: not the token's
+	}
+	if owner := e.Pods.ByAddr(addr); owner != nil && owner != p && owner.UID != t.PodUID {
+		return w, fmt.Errorf("%w: the token of pod %s/%s came from the address of pod %s/%s", ErrForeignAddress, t.Namespace, t.Pod, owner.Namespace, owner.Name)
+	}
+	if p == nil {
+		// Not in the index yet: its labels are unknown.
+		w.Rules = e.Unknown()
+		return w, nil
+	}
+	w.Rules = e.Effective(p.Labels)
+	return w, nil
+}
+
+func (e *Engine) byAddress(addr netip.Addr) Workload {
+	p := e.Pods.ByAddr(addr)
+	if p == nil {
+		return Workload{By: ByUnknown, Rules: e.Unknown()}
+	}
+	return Workload{By: ByAddress, Namespace: p.Namespace, ServiceAccount: p.ServiceAccount, Pod: p.Name, Rules: e.Effective(p.Labels)}
+}
+
+// bearer returns the token of a "Bearer <token>" value.
+func bearer(auth string) (string, bool) {
+	const prefix = "bearer "
+	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+		return "", false
+	}
+	tok := strings.TrimSpace(auth[len(prefix):])
+	return tok, tok != ""
+}

@@ -1,0 +1,116 @@
+package policy
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The API group and version of the policy resources.
+const (
+	Group   = "egret.io"
+	Version = "v1alpha1"
+)
+
+// Kinds and resources.
+const (
+	KindEgressPolicy        = "EgressPolicy"
+	KindClusterEgressPolicy = "ClusterEgressPolicy"
+	// DefaultName is the name of the ClusterEgressPolicy that is the
+	// cluster default; other ClusterEgressPolicies are not accepted.
+	DefaultName = "default"
+)
+
+// Resources, for the dynamic client.
+var (
+	EgressPolicies        = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "egresspolicies"}
+	ClusterEgressPolicies = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "clusteregresspolicies"}
+)
+
+// EgressPolicy is what the pods it selects in its namespace may reach
+// through the egress gateway, and how. A ClusterEgressPolicy named
+// "default" has the same shape (without a pod selector): it applies to the
+// pods no EgressPolicy selects and to clients the gateway cannot identify,
+// and its deny rules apply to every client.
+type EgressPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec   `json:"spec"`
+	Status            Status `json:"status,omitempty"`
+}
+
+// Spec is a policy's wire form. Validation and compilation are in
+// Compile.
+type Spec struct {
+	// PodSelector selects pods of the policy's namespace by label; empty or
+	// absent selects every pod. Not allowed on a ClusterEgressPolicy.
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+	// Mode is enforce (the default) or report: a report-only policy
+	// changes no verdict; what it would deny is logged as would_deny.
+	Mode string `json:"mode,omitempty"`
+	// Egress are the rules, in order. Any deny rule that matches, of any
+	// policy that applies to the client, wins; otherwise the first allow
+	// rule of the deciding policy that matches lets the destination
+	// through.
+	Egress []Rule `json:"egress,omitempty"`
+	// Default is what happens to a destination no rule matches: deny (the
+	// default) or allow.
+	Default string `json:"default,omitempty"`
+	// Pool is the gateway's upstream pool for the allowed traffic of the
+	// workload (a rule's own pool wins); empty: the gateway's routes
+	// decide.
+	Pool string `json:"pool,omitempty"`
+	// Limits bound the workload's new requests and tunnels.
+	Limits *Limits `json:"limits,omitempty"`
+	// SNI, for CONNECT tunnels to TLS ports (443), checks that the TLS
+	// ClientHello names the CONNECT target (no domain fronting): off (the
+	// default), report or enforce.
+	SNI string `json:"sni,omitempty"`
+}
+
+// Rule allows or denies destinations. Hosts, Suffixes and CIDRs are
+// alternatives (a destination matching any of them matches); Ports, when
+// set, must match too. A rule with only Ports matches every host on them;
+// the host "*" matches every destination.
+type Rule struct {
+	// Name appears in logs and explain; optional.
+	Name   string `json:"name,omitempty"`
+	Action string `json:"action"` // allow or deny
+	// Hosts are exact names or IP literals.
+	Hosts []string `json:"hosts,omitempty"`
+	// Suffixes follow NO_PROXY conventions: ".example.com" is the names
+	// below example.com, "example.com" the name and those below it.
+	Suffixes []string `json:"suffixes,omitempty"`
+	// CIDRs match IP literals, and names by the addresses they resolve to.
+	CIDRs []string `json:"cidrs,omitempty"`
+	Ports []int32  `json:"ports,omitempty"`
+	// Pool, on an allow rule, is the upstream pool for what it allows.
+	Pool string `json:"pool,omitempty"`
+}
+
+// Limits bound a workload's new requests and tunnels: Requests per Unit
+// (shared by the gateway replicas when a rate-limit service is
+// configured, else per replica) and MaxConcurrent in flight (per replica).
+type Limits struct {
+	Requests      int32  `json:"requests,omitempty"`
+	Unit          string `json:"unit,omitempty"` // second (default), minute or hour
+	MaxConcurrent int32  `json:"maxConcurrent,omitempty"`
+}
+
+// Status is what the gateway reports about a policy.
+type Status struct {
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types and reasons.
+const (
+	// ConditionAccepted is True when the policy compiled and is in force;
+	// False (with the reason) when it is invalid, in which case it denies
+	// everything to the pods it would select.
+	ConditionAccepted = "Accepted"
+
+	ReasonValid       = "Valid"
+	ReasonInvalid     = "Invalid"
+	ReasonUnknownPool = "UnknownPool"
+	ReasonNotDefault  = "NotDefault"
+)

@@ -25,7 +25,7 @@ func newNoproxyCmd() *cobra.Command {
 		Use:   "noproxy",
 		Short: "How each client runtime reads NO_PROXY and the *_PROXY variables: explain, lint, render",
 	}
-	cmd.AddCommand(newNoproxyExplainCmd(), newNoproxyLintCmd(), newNoproxyRenderCmd())
+	cmd.AddCommand(newNoproxyExplainCmd(), newNoproxyLintCmd(), newNoproxyRenderCmd(), newNoproxyClientsCmd())
 	cmd.AddCommand(newNoproxyDiscoverCmd())
 	return cmd
 }
@@ -42,9 +42,13 @@ func newNoproxyExplainCmd() *cobra.Command {
 		Short: "Predict, per client runtime, whether a request to URL goes direct, through a proxy, or fails",
 		Long: "explain predicts what each client runtime does with URL given a process environment:\n" +
 			"egret's own environment by default, or with --env exactly the variables given and nothing else.\n" +
-			"Clients: " + strings.Join(noproxy.ClientNames(), ", ") + ".",
+			"Without --client: " + strings.Join(noproxy.DefaultClientNames, ", ") + ".\n" +
+			"--client takes a row (" + strings.Join(noproxy.ClientNames(), ", ") + "),\n" +
+			"a family name (its newest release), FAMILY@VERSION (the row whose range holds that release,\n" +
+			"e.g. axios@1.13 or undici@8.10.0), or all. `egret noproxy clients` lists the rows and their ranges.",
 		Example: "  egret noproxy explain http://10.96.0.1/ --env HTTP_PROXY=http://proxy:3128 --env NO_PROXY=10.96.0.0/12\n" +
-			"  egret noproxy explain https://kubernetes.default.svc/ --client go --client python-urllib -o json",
+			"  egret noproxy explain https://kubernetes.default.svc/ --client go --client python-urllib -o json\n" +
+			"  egret noproxy explain https://corp.test.:443/ --env HTTPS_PROXY=http://proxy:3128 --env NO_PROXY=CORP.TEST --client undici@8.10.0,undici@8.13",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env, err := envFromFlags(envs)
@@ -79,7 +83,53 @@ func newNoproxyExplainCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringArrayVar(&envs, "env", nil, "NAME=VALUE: use exactly these variables instead of egret's environment (repeatable)")
-	cmd.Flags().StringArrayVar(&clients, "client", nil, "limit to this client (repeatable; comma-separated lists work too)")
+	cmd.Flags().StringArrayVar(&clients, "client", nil, "limit to this client: a row, a family (its newest release), FAMILY@VERSION or all (repeatable; comma-separated lists work too)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func newNoproxyClientsCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "clients",
+		Short: "List the client models: family, release range, and how each was verified",
+		Long: "clients lists every model row: its name, its family (--client FAMILY@VERSION picks the row whose\n" +
+			"range holds VERSION), the releases it stands for, and how it was verified: live (the real client,\n" +
+			"run by the differential test in CI, at the releases listed) or source (modelled from the source).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			type row struct {
+				Name     string   `json:"name"`
+				Family   string   `json:"family"`
+				Versions string   `json:"versions"`
+				Verified string   `json:"verified"`
+				Checked  []string `json:"checked,omitempty"`
+				Source   string   `json:"source,omitempty"`
+				Runtime  string   `json:"runtime"`
+			}
+			var rows []row
+			for _, c := range noproxy.Clients() {
+				rows = append(rows, row{c.Name, c.Family, c.Versions(), c.Verified.String(), c.Checked, c.Source, c.Runtime})
+			}
+			switch output {
+			case "json":
+				return writeJSON(cmd.OutOrStdout(), rows)
+			case "table", "":
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CLIENT\tFAMILY\tVERSIONS\tVERIFIED\tCHECKED")
+				for _, r := range rows {
+					checked := strings.Join(r.Checked, " ")
+					if checked == "" {
+						checked = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Family, r.Versions, r.Verified, checked)
+				}
+				return tw.Flush()
+			default:
+				return usageErr("unknown output %q (table, json)", output)
+			}
+		},
+	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
 }

@@ -28,7 +28,19 @@ type check struct {
 	pdbs      []*pdb
 	netpols   []*netpol
 	hpas      []*hpa
+	data      []*dataObject
 	findings  []Finding
+}
+
+// dataObject is a ConfigMap or Secret of the input.
+type dataObject struct {
+	obj  *Object
+	kind string // ConfigMap or Secret
+	data map[string]string
+	ann  map[string]string // the object's annotations (lint.egret.io/ignore)
+	// field maps a key to its path in the object (data.KEY or
+	// stringData.KEY), for Finding.Field and Line.
+	field map[string]string
 }
 
 // workload is an object that carries a pod template (or is a Pod).
@@ -100,6 +112,7 @@ func Check(objs []Object, opts Options) ([]Finding, error) {
 			r.set(c)
 		}
 	}
+	c.checkData()
 	SortFindings(c.findings)
 	return c.findings, errors.Join(errs...)
 }
@@ -139,6 +152,14 @@ func (c *check) add(o *Object, st *store) error {
 			data[k] = v
 		}
 		st.put("ConfigMap", o.Namespace, o.Name, data)
+		d := &dataObject{obj: o, kind: "ConfigMap", data: data, ann: cm.Annotations, field: map[string]string{}}
+		for k := range cm.BinaryData {
+			d.field[k] = "binaryData." + k
+		}
+		for k := range cm.Data {
+			d.field[k] = "data." + k
+		}
+		c.data = append(c.data, d)
 	case g == "" && o.Kind == "Secret":
 		var s corev1.Secret
 		if err := o.Decode(&s); err != nil {
@@ -152,6 +173,14 @@ func (c *check) add(o *Object, st *store) error {
 			data[k] = v
 		}
 		st.put("Secret", o.Namespace, o.Name, data)
+		d := &dataObject{obj: o, kind: "Secret", data: data, ann: s.Annotations, field: map[string]string{}}
+		for k := range s.Data {
+			d.field[k] = "data." + k
+		}
+		for k := range s.StringData {
+			d.field[k] = "stringData." + k
+		}
+		c.data = append(c.data, d)
 	case g == "" && o.Kind == "Service":
 		s := &service{obj: o}
 		if err := o.Decode(&s.svc); err != nil {

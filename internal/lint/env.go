@@ -27,6 +27,39 @@ type envVar struct {
 	origin origin // where the value comes from
 	source string // "ConfigMap shop/proxy" for references, "" for literals
 	field  string // path of the env or envFrom entry that set it
+	// parts say where each byte of a literal value comes from after
+	// $(VAR) expansion (fromValue only; nil for the other origins, whose
+	// whole value comes from one place).
+	parts []part
+}
+
+// part is a run of bytes of an expanded value and where it comes from:
+// text written in some variable's `value` (owner), or the value of a
+// ConfigMap, Secret or downward variable (src). A reference the kubelet
+// would expand but whose value lint cannot see (a Secret not in the input)
+// stays as written, "$(NAME)", and is attributed to that variable.
+type part struct {
+	start, end int
+	owner      *envVar // literal text: the variable whose value it was written in
+	src        *envVar // non-literal: the variable it was taken from
+}
+
+// sourceOf returns who supplies byte i of v's value: the variable whose
+// literal text it is (literal true), or the ConfigMap/Secret/downward
+// variable it was taken from.
+func (v *envVar) sourceOf(i int) (from *envVar, literal bool) {
+	if v.origin != fromValue {
+		return v, false
+	}
+	for _, p := range v.parts {
+		if i >= p.start && i < p.end {
+			if p.src != nil {
+				return p.src, false
+			}
+			return p.owner, true
+		}
+	}
+	return v, true
 }
 
 // environment is a container's environment as the kubelet builds it:
@@ -126,7 +159,8 @@ func buildEnv(c *corev1.Container, field, ns string, r Resolver, refs *[]referen
 		v := &envVar{name: ev.Name, field: f}
 		switch vf := ev.ValueFrom; {
 		case vf == nil:
-			v.value, v.raw, v.known, v.origin = expand(ev.Value, env), ev.Value, true, fromValue
+			v.raw, v.known, v.origin = ev.Value, true, fromValue
+			v.value, v.parts = expandParts(ev.Value, env, v)
 		case vf.ConfigMapKeyRef != nil || vf.SecretKeyRef != nil:
 			kind, name, key, optional, org := "ConfigMap", "", "", false, fromConfigMap
 			if ref := vf.ConfigMapKeyRef; ref != nil {
@@ -165,41 +199,81 @@ type lookup struct {
 }
 
 // expand replaces $(NAME) with the value of an earlier variable, as the
-// kubelet does: $$ escapes a $, an unknown or unset name stays as written.
-// A reference to a variable whose value is not known is left as written.
+// kubelet does (k8s.io/kubernetes third_party/forked/golang/expansion):
+// "$$" is one "$"; "$(NAME)" is the value of NAME if it was set earlier in
+// the container (envFrom, then env in order); a name not set earlier, an
+// unterminated "$(" and any other "$x" stay as written. The value taken is
+// the earlier variable's final value (itself already expanded; it is not
+// expanded again). A reference to a variable whose value lint cannot see is
+// left as written too.
 func expand(s string, env *environment) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
+	v, _ := expandParts(s, env, nil)
+	return v
+}
+
+// expandParts is expand that also says where each byte of the result comes
+// from (see part); owner is the variable whose value s is.
+func expandParts(s string, env *environment, owner *envVar) (string, []part) {
 	var b strings.Builder
+	var parts []part
+	lit := func(text string) {
+		if text == "" {
+			return
+		}
+		start := b.Len()
+		b.WriteString(text)
+		if n := len(parts); n > 0 && parts[n-1].src == nil && parts[n-1].owner == owner && parts[n-1].end == start {
+			parts[n-1].end = b.Len()
+			return
+		}
+		parts = append(parts, part{start: start, end: b.Len(), owner: owner})
+	}
+	from := func(v *envVar, text string) {
+		start := b.Len()
+		b.WriteString(text)
+		if v.origin == fromValue && v.parts != nil {
+			for _, p := range v.parts {
+				p.start, p.end = p.start+start, p.end+start
+				parts = append(parts, p)
+			}
+			return
+		}
+		if text != "" {
+			parts = append(parts, part{start: start, end: b.Len(), src: v})
+		}
+	}
 	for i := 0; i < len(s); i++ {
 		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
+			lit(s[i : i+1])
 			continue
 		}
 		switch s[i+1] {
 		case '$':
-			b.WriteByte('$')
+			lit("$")
 			i++
 			continue
 		case '(':
 			end := strings.IndexByte(s[i+2:], ')')
 			if end < 0 {
-				b.WriteByte('$')
+				lit("$")
 				continue
 			}
 			name := s[i+2 : i+2+end]
-			if v := env.get(name); v != nil && v.known {
-				b.WriteString(v.value)
-			} else {
-				b.WriteString(s[i : i+3+end])
+			ref := s[i : i+3+end]
+			switch v := env.get(name); {
+			case v != nil && v.known:
+				from(v, v.value)
+			case v != nil:
+				from(v, ref) // set, value unknown: kept as written, attributed to it
+			default:
+				lit(ref) // not set earlier: the kubelet leaves it as written
 			}
 			i += 2 + end
 			continue
 		}
-		b.WriteByte('$')
+		lit("$")
 	}
-	return b.String()
+	return b.String(), parts
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }

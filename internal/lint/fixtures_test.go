@@ -14,21 +14,23 @@ import (
 // brokenWant lists, per fixture in testdata/broken, exactly the rules that
 // must fire on it. Each file holds one classic mistake.
 var brokenWant = map[string][]string{
-	"case-mismatch.yaml":        {idCaseMismatch},
-	"cidr-python.yaml":          {idNoProxyIgnored},
-	"credentials-in-value.yaml": {idCredentialsInValue},
-	"curl-uppercase.yaml":       {idCurlUpper},
-	"gateway-weak.yaml":         {idGatewayAntiAffinity, idGatewayNetworkPolicy, idGatewayPDB, idGatewayReplicas},
-	"jvm-no-properties.yaml":    {idJVMProxyProps},
-	"jvm-non-proxy-hosts.yaml":  {idJVMHTTPSNonProxy, idJVMNonProxyHosts},
-	"list-kind.json":            {idNoProxyMissing, idURLScheme},
-	"no-proxy-incomplete.yaml":  {idNoProxyIncomplete},
-	"no-proxy-missing.yaml":     {idNoProxyMissing},
-	"node-no-env-proxy.yaml":    {idNodeEnvProxy},
-	"references.yaml":           {idRefMissing, idRefUnresolved},
-	"sidecar-plain.yaml":        {idSidecarNotNative},
-	"single-case.yaml":          {idSingleCase},
-	"unencoded-password.yaml":   {idURLUnencoded},
+	"case-mismatch.yaml":            {idCaseMismatch},
+	"cidr-python.yaml":              {idNoProxyIgnored},
+	"dependent-vars-unencoded.yaml": {idURLUnencoded},
+	"credentials-in-value.yaml":     {idCredentialsCleartext, idCredentialsInValue},
+	"curl-uppercase.yaml":           {idCurlUpper},
+	"gateway-weak.yaml":             {idGatewayAntiAffinity, idGatewayNetworkPolicy, idGatewayPDB, idGatewayReplicas},
+	"jvm-no-properties.yaml":        {idJVMProxyProps},
+	"jvm-non-proxy-hosts.yaml":      {idJVMHTTPSNonProxy, idJVMNonProxyHosts},
+	"list-kind.json":                {idNoProxyMissing, idURLScheme},
+	"no-proxy-incomplete.yaml":      {idNoProxyIncomplete},
+	"no-proxy-missing.yaml":         {idNoProxyMissing},
+	"node-no-env-proxy.yaml":        {idNodeEnvProxy},
+	"proxy-objects-unused.yaml":     {idCredentialsCleartext, idCredentialsInValue, idURLUnencoded, idCaseMismatch},
+	"references.yaml":               {idRefMissing, idRefUnresolved},
+	"sidecar-plain.yaml":            {idSidecarNotNative},
+	"single-case.yaml":              {idSingleCase},
+	"unencoded-password.yaml":       {idCredentialsCleartext, idURLUnencoded},
 }
 
 func lintFiles(t *testing.T, paths ...string) ([]Object, []Finding) {

@@ -86,7 +86,7 @@ func TestCheckPod(t *testing.T) {
 			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "busybox", Env: append([]corev1.EnvVar{
 				{Name: "HTTPS_PROXY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "url"}}},
 			}, env("https_proxy", "$(HTTPS_PROXY)", "NO_PROXY", goodNP, "no_proxy", goodNP)...)}}},
-			res: mapResolver{secrets: map[string]map[string]string{"default/p": {"url": "http://u:s3cret@proxy:3128"}}}},
+			res: mapResolver{secrets: map[string]map[string]string{"default/p": {"url": "https://u:s3cret@proxy:3128"}}}},
 		{name: "escaped-expansion-stays-literal",
 			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "busybox", Env: append(env("X", "http://p:1"), env("HTTPS_PROXY", "$$(X)", "https_proxy", "$(X)", "NO_PROXY", goodNP, "no_proxy", goodNP)...)}}},
 			want: []string{idCaseMismatch, idURLScheme}},
@@ -94,7 +94,7 @@ func TestCheckPod(t *testing.T) {
 			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}}}}},
 			res: mapResolver{cms: map[string]map[string]string{"default/cm": {
 				"HTTPS_PROXY": "http://u:pw@proxy:3128", "https_proxy": "http://u:pw@proxy:3128", "NO_PROXY": goodNP, "no_proxy": goodNP}}},
-			want: []string{idCredentialsInValue}, wantIn: "in ConfigMap default/cm"},
+			want: []string{idCredentialsCleartext, idCredentialsInValue}, wantIn: "in ConfigMap default/cm"},
 		{name: "envfrom-prefix", spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "busybox",
 			EnvFrom: []corev1.EnvFromSource{{Prefix: "UP_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}}}}},
 			res: mapResolver{cms: map[string]map[string]string{"default/cm": {"HTTPS_PROXY": "http://proxy:3128"}}}},
@@ -152,7 +152,7 @@ func TestCheckPod(t *testing.T) {
 			want: []string{idCurlUpper}},
 		{name: "unexpected-proxy", cluster: Cluster{Proxy: "http://127.0.0.1:3128"},
 			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "busybox", Env: allCases("http://u:pw@other:8080", goodNP)}}},
-			want: []string{idCredentialsInValue, idProxyUnexpected}, wantIn: "http://u:xxxxx@other:8080"},
+			want: []string{idCredentialsCleartext, idCredentialsInValue, idProxyUnexpected}, wantIn: "http://u:xxxxx@other:8080"},
 		{name: "empty-lower-shadows-upper", spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "busybox",
 			Env: env("HTTPS_PROXY", "http://proxy:3128", "https_proxy", "", "NO_PROXY", goodNP, "no_proxy", goodNP)}}},
 			want: []string{idCaseMismatch}, wantIn: "https_proxy is empty"},

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"unicode"
 )
 
 // varPair is a variable read in two cases.
@@ -86,6 +87,27 @@ func parseProxyURL(raw string) proxyURL {
 	}
 	p.host, p.port = strings.ToLower(host), port
 	return p
+}
+
+// userinfoSpan says where parseProxyURL finds the user information of raw:
+// bytes [start, end), the password from pass on (pass == end when there is
+// no password). ok is false when raw has no user information.
+func userinfoSpan(raw string) (start, end, pass int, ok bool) {
+	lead := len(raw) - len(strings.TrimLeftFunc(raw, unicode.IsSpace))
+	rest := strings.TrimSpace(raw)
+	base := lead
+	if i := strings.Index(rest, "://"); i >= 0 {
+		base, rest = lead+i+3, rest[i+3:]
+	}
+	at := strings.LastIndexByte(rest, '@')
+	if at < 0 {
+		return 0, 0, 0, false
+	}
+	start, end, pass = base, base+at, base+at
+	if c := strings.IndexByte(rest[:at], ':'); c >= 0 {
+		pass = base + c + 1
+	}
+	return start, end, pass, true
 }
 
 // validUserinfo reports whether s is RFC 3986 user information: unreserved

@@ -38,6 +38,7 @@ var rules = []Rule{
 	ruleNoProxyMissing,
 	ruleNoProxyTooBroad,
 	ruleNodeEnvProxy,
+	ruleCredentialsCleartext,
 	ruleCredentialsInValue,
 	ruleSidecarNotNative,
 	ruleProxyUnexpected,

@@ -265,3 +265,70 @@ func FuzzParse(f *testing.F) {
 		checkAgainstGo(t, value, host, port)
 	})
 }
+
+func TestWHATWGIPv6(t *testing.T) {
+	for in, want := range map[string]string{
+		"::ffff:10.1.2.3":    "::ffff:a01:203",
+		"fd00:0:0:0:0:0:0:1": "fd00::1",
+		"::1":                "::1",
+		"::":                 "::",
+		"1:0:0:2:0:0:0:3":    "1:0:0:2::3",
+		"1:0:2:0:3:0:4:0":    "1:0:2:0:3:0:4:0",
+		"FD00::A":            "fd00::a",
+		"0:0:1::":            "0:0:1::",
+	} {
+		if got := whatwgIPv6(netip.MustParseAddr(in)); got != want {
+			t.Errorf("whatwgIPv6(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// FuzzVersions checks the version reader and the client selector on any
+// input: no panic, a total order, and family@version either a row whose
+// ranges hold the version or an error.
+func FuzzVersions(f *testing.F) {
+	for _, s := range []string{"1.21", "v8.10.1", "3.13.0", "", "1..2", "9999999999999", "1.2.3-rc.1", "x"} {
+		f.Add(s, "8.10.0")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if x, y := compareVersions(a, b), compareVersions(b, a); x != -y {
+			t.Fatalf("compare(%q,%q)=%d but compare(%q,%q)=%d", a, b, x, b, a, y)
+		}
+		if compareVersions(a, a) != 0 {
+			t.Fatalf("%q is not equal to itself", a)
+		}
+		c, err := lookupClient("undici@" + a)
+		if err == nil && !c.ContainsVersion(a) {
+			t.Fatalf("undici@%s selects %s, whose ranges %s do not hold it", a, c.Name, c.Versions())
+		}
+	})
+}
+
+// FuzzExplain runs every model on any NO_PROXY value and URL host: no
+// panic, a decision and a reason from each, and no password in a result.
+func FuzzExplain(f *testing.F) {
+	for _, s := range [][2]string{{"example.com", "example.com"}, {"[::ffff:10.1.2.3]", "::ffff:0:0/96"}, {"127.1", "127.0.0.1"},
+		{"[fd00::1]", "fd00:0::1, *"}, {"bücher.example", "*.bücher.example."}, {"10.1.2.3:8080", "0x0a.1.2.3/8,[::1]:80"}} {
+		f.Add(s[0], s[1])
+	}
+	cs := Clients()
+	f.Fuzz(func(t *testing.T, host, np string) {
+		u := "http://" + host + "/"
+		if _, err := parseTarget(u); err != nil {
+			return
+		}
+		env := Env{"http_proxy": "http://u:secret@127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:8", "no_proxy": np, "NO_PROXY": np, "NODE_USE_ENV_PROXY": "1"}
+		rs, err := Explain(u, env, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Decision < DecisionDirect || r.Decision > DecisionError || r.Reason == "" {
+				t.Fatalf("%s: %+v", r.Client, r)
+			}
+			if strings.Contains(r.Proxy+r.Reason, "secret") {
+				t.Fatalf("%s shows the password: %+v", r.Client, r)
+			}
+		}
+	})
+}

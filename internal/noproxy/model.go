@@ -36,20 +36,21 @@ type Verification uint8
 
 // How a model was checked against its client.
 const (
-	VerifiedReal     Verification = iota + 1 // the real client, run by the differential tests
+	VerifiedReal     Verification = iota + 1 // the real client, run by the live differential test in CI
 	VerifiedHarness                          // the client's own decision code, run in a harness
 	VerifiedModelled                         // modelled from its source, checked against the vectors only
 )
 
-// String returns "real", "harness" or "modelled from source".
+// String returns "live" (the real client in CI), "harness" or "source"
+// (modelled from the source).
 func (v Verification) String() string {
 	switch v {
 	case VerifiedReal:
-		return "real"
+		return "live"
 	case VerifiedHarness:
 		return "harness"
 	case VerifiedModelled:
-		return "modelled from source"
+		return "source"
 	default:
 		return fmt.Sprintf("unknown(%d)", uint8(v))
 	}
@@ -73,19 +74,31 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	}{r.Client, r.Decision.String(), r.Proxy, r.Reason})
 }
 
-// Client is the model of one client runtime (one family at one range of
-// versions). Models are data plus a small decide function; a new version is
-// a new row in the table returned by Clients.
+// Client is the model of one client runtime at one range of its releases
+// (a row of the table Clients returns). Models are data plus a small decide
+// function; a release that behaves differently is a new row.
 type Client struct {
-	Name     string       // CLI name, e.g. "curl-7.88"
-	Column   string       // its column in noproxy-vectors.json, e.g. "curl788"
-	Runtime  string       // what it stands for, with versions
-	Verified Verification // how the model was checked
+	// Name is the row's CLI name. The newest row of a family is named after
+	// the family ("undici"); older rows add the first release they cover
+	// ("undici-7.22"), so `--client undici` means today's release.
+	Name    string
+	Family  string   // "undici"; `--client family@version` picks the row by version
+	Aliases []string // other names that select this row (names it had before)
+	Ranges  []Range  // the releases the row stands for
+	Column  string   // its column in noproxy-vectors.json, e.g. "curl788" ("" if none)
+	Runtime string   // what it stands for, in words
+	// Verified says how the model was checked; Checked lists the releases
+	// the live differential runs (VerifiedReal) and Source what was read
+	// instead (VerifiedModelled), or how the range ends were found.
+	Verified Verification
+	Checked  []string
+	Source   string
 	// Caps summarise how the client reads NO_PROXY entries; used to explain
 	// why an entry egret matches does not match for this client.
 	Caps Caps
 
 	decide func(env Env, t *target) verdict
+	label  string // the name the caller selected the row by, for results
 }
 
 // Caps lists what a client's NO_PROXY matcher understands.
@@ -121,7 +134,7 @@ func viaProxy(proxy, reason string, notes ...string) verdict {
 	return verdict{d: DecisionProxy, proxy: proxy, reason: reason, notes: notes}
 }
 
-// ClientNames returns the names of all modelled clients in their fixed order.
+// ClientNames returns the names of all rows in their fixed order.
 func ClientNames() []string {
 	cs := Clients()
 	names := make([]string, len(cs))
@@ -131,21 +144,78 @@ func ClientNames() []string {
 	return names
 }
 
-// ClientByName finds a client model by its CLI name.
+// ClientByName finds a row by its name, a family name (the family's newest
+// row), an alias, or "family@version" (the row whose ranges hold version).
 func ClientByName(name string) (Client, bool) {
-	for _, c := range Clients() {
+	c, err := lookupClient(name)
+	return c, err == nil
+}
+
+func lookupClient(name string) (Client, error) {
+	if fam, ver, ok := strings.Cut(name, "@"); ok {
+		if fam == "" || ver == "" {
+			return Client{}, fmt.Errorf("client %q: write family@version, e.g. axios@1.21", name)
+		}
+		if c, found := findRow(fam); found && c.Family != fam {
+			fam = c.Family
+		}
+		c, err := ClientForVersion(fam, ver)
+		if err != nil {
+			return Client{}, err
+		}
+		c.label = name
+		return c, nil
+	}
+	c, found := findRow(name)
+	if !found {
+		return Client{}, fmt.Errorf("unknown client %q (known: %s; or family@version, e.g. axios@1.21)", name, strings.Join(ClientNames(), ", "))
+	}
+	c.label = name
+	return c, nil
+}
+
+// findRow resolves a row name, a family name or an alias.
+func findRow(name string) (Client, bool) {
+	cs := Clients()
+	for _, c := range cs {
 		if c.Name == name {
 			return c, true
+		}
+	}
+	var best Client
+	found := false
+	for _, c := range cs {
+		if c.Family == name && (!found || compareVersions(c.newest(), best.newest()) > 0) {
+			best, found = c, true
+		}
+	}
+	if found {
+		return best, true
+	}
+	for _, c := range cs {
+		for _, a := range c.Aliases {
+			if a == name {
+				return c, true
+			}
 		}
 	}
 	return Client{}, false
 }
 
-// SelectClients returns the models for names, in the order given; no names
-// means all clients. An unknown name is an error listing the known ones.
+// DefaultClientNames are the clients explain and lint use when none is
+// named: the names of SPEC.md's contract. Each family's name stands for its
+// newest release; curl-7.88 (Debian 12), undici-7.22 and undici-6 (the
+// undici in Node 24's and 22's fetch) are the older lines still widely run.
+// "all" selects every row instead.
+var DefaultClientNames = []string{"go", "curl", "curl-7.88", "wget", "python-urllib", "python-requests", "node-http",
+	"undici", "undici-7.22", "undici-6", "axios", "proxy-from-env-2", "global-agent", "ruby", "dotnet", "reqwest", "java"}
+
+// SelectClients returns the rows for names (see ClientByName), in the order
+// given; no names means DefaultClientNames and "all" every row. An unknown
+// name, or a version no row covers, is an error listing what is known.
 func SelectClients(names []string) ([]Client, error) {
 	if len(names) == 0 {
-		return Clients(), nil
+		names = DefaultClientNames
 	}
 	var out []Client
 	for _, n := range names {
@@ -154,14 +224,26 @@ func SelectClients(names []string) ([]Client, error) {
 			if part == "" {
 				continue
 			}
-			c, ok := ClientByName(part)
-			if !ok {
-				return nil, fmt.Errorf("unknown client %q (known: %s)", part, strings.Join(ClientNames(), ", "))
+			if part == "all" {
+				out = append(out, Clients()...)
+				continue
+			}
+			c, err := lookupClient(part)
+			if err != nil {
+				return nil, err
 			}
 			out = append(out, c)
 		}
 	}
 	return out, nil
+}
+
+// label is the name results carry: the one the row was selected by.
+func (c Client) resultName() string {
+	if c.label != "" {
+		return c.label
+	}
+	return c.Name
 }
 
 // Decide predicts what client c does with rawURL in env.
@@ -178,14 +260,14 @@ func (c Client) decideTarget(env Env, t *target) Result {
 		env = Env{}
 	}
 	v := c.decide(env, t)
-	if v.d == DecisionProxy && v.np != "" && c.Name != "go" {
+	if v.d == DecisionProxy && v.np != "" && c.Family != "go" {
 		v.notes = append(v.notes, c.ignoredNotes(v.np, t)...)
 	}
 	reason := v.reason
 	if len(v.notes) > 0 {
 		reason += "; " + strings.Join(v.notes, "; ")
 	}
-	r := Result{Client: c.Name, Decision: v.d, Reason: reason}
+	r := Result{Client: c.resultName(), Decision: v.d, Reason: reason}
 	if v.d == DecisionProxy {
 		r.Proxy = redact(v.proxy)
 	}

@@ -14,6 +14,19 @@ var reRubyNoProxy = regexp.MustCompile(`([^:,\s]+)(?::(\d+))?`)
 // http_proxy name, even for https), with hostnames assumed not to resolve
 // except localhost.
 func decideRuby(env Env, t *target) verdict {
+	if !isASCII(t.host) {
+		return fail("URI() refuses a non-ASCII host name (URI::InvalidURIError: URI must be ascii only)")
+	}
+	v := decideRubyASCII(env, t)
+	if v.d == DecisionDirect && t.ip.Is4In6() {
+		// Seen with Ruby 3.1: connect to ::ffff:a.b.c.d fails (ENETUNREACH)
+		// where other clients reach the IPv4 address.
+		return fail(v.reason+"; Ruby's direct connection to an IPv4-mapped IPv6 literal fails (Errno::ENETUNREACH)", v.notes...)
+	}
+	return v
+}
+
+func decideRubyASCII(env Env, t *target) verdict {
 	var notes []string
 	var val, name string
 	if _, cgi := env["REQUEST_METHOD"]; cgi {
@@ -79,7 +92,9 @@ func decideRuby(env Env, t *target) verdict {
 				return direct(fmt.Sprintf("matched entry %s in %s", q(m[0]), npName), notes...)
 			}
 			if addr.IsValid() {
-				if pfx, ok := rubyIPAddr(h); ok && pfx.Contains(addr.Unmap()) {
+				// The resolved address of [::ffff:a.b.c.d] is that IPv6
+				// address: IPv4 entries do not cover it.
+				if pfx, ok := rubyIPAddr(h); ok && pfx.Contains(addr) {
 					return direct(fmt.Sprintf("matched entry %s against the resolved address %s", q(m[0]), addr), notes...)
 				}
 			}

@@ -89,7 +89,24 @@ func pyNetloc(t *target) string {
 	return h
 }
 
-func decideURLLib(env Env, t *target) verdict {
+func decideURLLib(env Env, t *target) verdict { return urllibModel{}.decide(env, t) }
+
+// urllibModel is urllib.request at one range of Python versions.
+type urllibModel struct {
+	// asciiOnly (3.6): a non-ASCII host name fails even direct (http.client
+	// encodes the Host header as ASCII).
+	asciiOnly bool
+}
+
+func (m urllibModel) decide(env Env, t *target) verdict {
+	v := m.decideAny(env, t)
+	if m.asciiOnly && v.d == DecisionDirect && !isASCII(t.host) {
+		return fail(v.reason+"; Python 3.6's http.client cannot send a non-ASCII host name (UnicodeEncodeError)", v.notes...)
+	}
+	return v
+}
+
+func (m urllibModel) decideAny(env Env, t *target) verdict {
 	var notes []string
 	d := pyProxies(env)
 	p, ok := d[t.scheme]
@@ -115,7 +132,15 @@ func decideURLLib(env Env, t *target) verdict {
 	if !strings.Contains(proxy, "://") {
 		proxy = "http://" + proxy
 	}
-	return verdict{d: DecisionProxy, proxy: proxy, reason: fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(np.name), pyNetloc(t)), notes: notes, np: np.value}
+	reason := fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(np.name), pyNetloc(t))
+	if s := schemeOf(proxy); t.scheme == "http" && s != "http" && s != "https" {
+		// ProxyHandler starts over with the proxy's scheme as the URL type.
+		return fail(fmt.Sprintf("%s; urllib has no handler for %s:// proxies (unknown url type)", reason, s), notes...)
+	}
+	if !isASCII(t.host) {
+		return fail(reason+"; urllib cannot send a non-ASCII host name to a proxy (UnicodeEncodeError: it does not convert IDN names)", notes...)
+	}
+	return verdict{d: DecisionProxy, proxy: proxy, reason: reason, notes: notes, np: np.value}
 }
 
 func orNoProxy(name string) string {
@@ -125,10 +150,25 @@ func orNoProxy(name string) string {
 	return name
 }
 
-// decideRequests is requests' should_bypass_proxies + resolve_proxies.
-func decideRequests(env Env, t *target) verdict {
+// decideRequests is requests' should_bypass_proxies + resolve_proxies
+// (2.34: names at label boundaries).
+func decideRequests(env Env, t *target) verdict { return requestsModel{}.decide(env, t) }
+
+// requestsModel is requests at one range of versions.
+type requestsModel struct {
+	// rawSuffix (< 2.34): a name entry matches any host (or host:port)
+	// ending in it, so example.com also covers notexample.com.
+	rawSuffix bool
+}
+
+func (m requestsModel) decide(env Env, t *target) verdict {
 	var notes []string
-	hostname := lower(t.host)
+	// requests prepares the URL first: a name in punycode, an IP literal
+	// as written (lower case, no brackets).
+	hostname := t.hostname
+	if t.ip.IsValid() {
+		hostname = lower(t.host)
+	}
 	np, npName := env.nonEmpty("no_proxy", "NO_PROXY")
 	if np != "" {
 		var entries []string
@@ -153,6 +193,12 @@ func decideRequests(env Env, t *target) verdict {
 				hwp += ":" + strconv.Itoa(int(t.port))
 			}
 			for _, e := range entries {
+				if m.rawSuffix {
+					if strings.HasSuffix(hostname, e) || strings.HasSuffix(hwp, e) {
+						return direct(fmt.Sprintf("matched entry %s in %s (a raw suffix match)", q(e), npName))
+					}
+					continue
+				}
 				h := strings.TrimLeft(e, ".")
 				if hostname == h || hwp == h || strings.HasSuffix(hostname, "."+h) || strings.HasSuffix(hwp, "."+h) {
 					return direct(fmt.Sprintf("matched entry %s in %s", q(e), npName))
@@ -180,7 +226,11 @@ func decideRequests(env Env, t *target) verdict {
 	if err != nil {
 		return fail(fmt.Sprintf("%s: %v", p.name, err), notes...)
 	}
-	return verdict{d: DecisionProxy, proxy: proxy, reason: fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(npName), hostname), notes: notes, np: np}
+	reason := fmt.Sprintf("proxy from %s; no %s entry matches %s", p.name, orNoProxy(npName), hostname)
+	if strings.HasPrefix(schemeOf(proxy), "socks") {
+		return fail(reason+"; requests needs PySocks (requests[socks]) for socks proxies and fails without it (InvalidSchema), as here", notes...)
+	}
+	return verdict{d: DecisionProxy, proxy: proxy, reason: reason, notes: notes, np: np}
 }
 
 // pyIsIPv4 is socket.inet_aton: 1 to 4 numeric parts (decimal, octal, hex).

@@ -20,7 +20,13 @@ func decideWget(env Env, t *target) verdict {
 		return direct(unsetReason(name), notes...)
 	}
 	if np := env["no_proxy"]; np != "" {
-		if hit, ok := wgetNoProxy(np, lower(t.host)); ok {
+		// wget compares the host as it sends it: a name in punycode, an IP
+		// literal as written.
+		host := t.hostname
+		if t.ip.IsValid() {
+			host = lower(t.host)
+		}
+		if hit, ok := wgetNoProxy(np, host); ok {
 			return direct(fmt.Sprintf("matched entry %s in no_proxy", q(hit)), notes...)
 		}
 	}

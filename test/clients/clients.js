@@ -1,53 +1,54 @@
 'use strict'
-// Real Node.js clients for egret's NO_PROXY differential tests.
+// Real Node.js clients for egret's NO_PROXY differential tests
+// (internal/noproxy/differential_test.go). The test runs this script inside a
+// network namespace where every name of the cases resolves to a local origin
+// and the proxies of the cases are local recording proxies: the test decides
+// "direct" or "proxy" from what those listeners see, not from this script.
 //
-// Usage: node clients.js MODE < cases.json > results.jsonl
-// MODE: undici6 | undici722 | undici8 | pfe1 | pfe2 (in-process, the case's
-// environment is installed in process.env per case) | core | global-agent
-// | fetch (the environment is the process's own: one process per environment, the
-// cases then differ only by URL). net.connect / net.createConnection /
-// tls.connect are replaced by a recorder that fails at once, so the real
-// decision code runs up to the first connection and nothing is sent.
-// Each result line: {"id", "result": "D" | "P:<port>" | "E", "detail"}.
-const net = require('net')
-const tls = require('tls')
+// Usage: node clients.js MODE [PACKAGE_DIR]
+// One case per line on stdin: {"id", "env", "url"}; after the request has
+// ended (answer, error or timeout), one line on stdout:
+// {"id", "detail", "version"} (and "result" for proxy-from-env, which only
+// returns a URL and connects nowhere).
+//
+// MODE, with the environment installed in process.env per case:
+//   agent        Node's http/https with a new Agent({proxyEnv}) per case: the
+//                ProxyConfig NODE_USE_ENV_PROXY=1 gives the global agents
+//   undici DIR   undici's EnvHttpProxyAgent (a new agent per case) + request
+//   axios DIR    axios.get (axios reads the environment per request)
+//   pfe DIR      proxy-from-env's getProxyForUrl (reported, not observed)
+// MODE, with the process's own environment (one process per environment):
+//   core         Node's http/https (NODE_USE_ENV_PROXY=1 in the environment)
+//   fetch        Node's fetch (its bundled undici)
+//   global-agent DIR   global-agent's bootstrap, then http/https
+const path = require('path')
+const fs = require('fs')
 const http = require('http')
 const https = require('https')
+const readline = require('readline')
 
-let first = null
-function recorder (orig) {
-  return function (...args) {
-    let o = args[0]
-    if (typeof o !== 'object' || o === null) o = { port: args[0], host: args[1] }
-    if (!first) {
-      let host = o.host || o.hostname || 'localhost'
-      // undici 8 connects to a proxy IP through a custom lookup.
-      if (typeof o.lookup === 'function') o.lookup(host, {}, (e, addr) => { if (!e && typeof addr === 'string') host = addr })
-      first = { host, port: Number(o.port) }
-    }
-    const s = new net.Socket()
-    process.nextTick(() => s.destroy(Object.assign(new Error('egret-intercepted'), { code: 'EGRET_INTERCEPTED' })))
-    return s
-  }
+const TIMEOUT = 5000
+const mode = process.argv[2]
+const dir = process.argv[3] ? path.resolve(process.argv[3]) : ''
+
+function pkgVersion () {
+  if (!dir) return ''
+  return JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')).version
 }
-const origCreateConnection = net.createConnection
-net.connect = recorder(net.connect)
-net.createConnection = net.connect
-tls.connect = recorder(tls.connect)
-// Node < 24: http.Agent captured net.createConnection when it loaded (newer
-// Nodes wrap it in a function that holds the proxy logic: keep that).
-if (http.Agent.prototype.createConnection === origCreateConnection) http.Agent.prototype.createConnection = net.connect
-// No name is ever resolved.
-const dns = require('dns')
-dns.lookup = (host, opts, cb) => { (typeof opts === 'function' ? opts : cb)(Object.assign(new Error('egret: no DNS'), { code: 'ENOTFOUND' })) }
 
-function classify (err) {
-  if (first) {
-    const h = String(first.host).replace(/^\[|\]$/g, '')
-    if (h === '127.0.0.1' && (first.port === 9 || first.port === 8)) return { result: 'P:' + first.port, detail: h + ':' + first.port }
-    return { result: 'D', detail: h + ':' + first.port }
+async function load () {
+  try {
+    return require(dir)
+  } catch (e) {
+    if (e.code !== 'ERR_REQUIRE_ESM' && e.code !== 'MODULE_NOT_FOUND') throw e
+    const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'))
+    let entry = pkg.main || 'index.js'
+    const ex = pkg.exports && (pkg.exports['.'] || pkg.exports)
+    if (typeof ex === 'string') entry = ex
+    else if (ex && (ex.import || ex.default)) entry = ex.import || ex.default
+    if (typeof entry === 'object') entry = entry.default
+    return import(require('url').pathToFileURL(path.join(dir, entry)).href)
   }
-  return { result: 'E', detail: err ? String(err && (err.code || err.message)) : 'no connection' }
 }
 
 function setEnv (env) {
@@ -55,56 +56,85 @@ function setEnv (env) {
   Object.assign(process.env, env)
 }
 
-function coreRequest (url) {
+function errText (e) {
+  if (!e) return ''
+  const c = e.cause ? ' (' + errText(e.cause) + ')' : ''
+  return String(e.code || e.name || 'Error') + ': ' + String(e.message || e).split('\n')[0] + c
+}
+
+function coreGet (url, env) {
   return new Promise((resolve) => {
     let req
     try {
       const mod = url.startsWith('https:') ? https : http
-      req = mod.get(url, () => resolve(null))
-      req.on('error', (e) => resolve(e))
-      req.setTimeout(5000, () => { req.destroy(new Error('timeout')) })
-    } catch (e) { resolve(e) }
+      const opts = { rejectUnauthorized: false }
+      if (env) opts.agent = new mod.Agent(env.NODE_USE_ENV_PROXY === '1' ? { proxyEnv: env } : {})
+      req = mod.get(url, opts, (res) => {
+        res.resume()
+        res.on('end', () => resolve('status ' + res.statusCode))
+        res.on('error', (e) => resolve(errText(e)))
+      })
+      req.on('error', (e) => resolve(errText(e)))
+      req.setTimeout(TIMEOUT, () => req.destroy(new Error('timeout')))
+    } catch (e) { resolve(errText(e)) }
   })
 }
 
-async function runCase (mode, c) {
-  first = null
-  let err = null
+async function runCase (lib, c) {
   try {
-    if (mode.startsWith('undici')) {
+    if (mode === 'undici') {
       setEnv(c.env)
-      const undici = require(mode)
-      const agent = new undici.EnvHttpProxyAgent()
+      const agent = new lib.EnvHttpProxyAgent()
       try {
-        await undici.request(c.url, { dispatcher: agent, headersTimeout: 5000 })
-      } catch (e) { err = e }
-    } else if (mode === 'pfe1' || mode === 'pfe2') {
-      setEnv(c.env)
-      const mod = mode === 'pfe1' ? require('pfe1') : await import('pfe2')
-      const p = mod.getProxyForUrl(c.url)
-      if (!p) return { result: 'D', detail: 'getProxyForUrl returned ""' }
-      const u = new URL(p)
-      return { result: u.hostname === '127.0.0.1' && (u.port === '9' || u.port === '8') ? 'P:' + u.port : 'E', detail: p }
-    } else if (mode === 'fetch') { // Node's fetch (bundled undici), environment fixed per process
-      try {
-        await fetch(c.url, { signal: AbortSignal.timeout(5000) })
-      } catch (e) { err = e }
-    } else { // core, global-agent: environment fixed per process
-      err = await coreRequest(c.url)
+        const r = await lib.request(c.url, { dispatcher: agent, headersTimeout: TIMEOUT, bodyTimeout: TIMEOUT })
+        await r.body.text()
+        return 'status ' + r.statusCode
+      } finally { agent.close().catch(() => {}) }
     }
-  } catch (e) { err = e }
-  return classify(err)
+    if (mode === 'axios') {
+      setEnv(c.env)
+      const axios = lib.default || lib
+      const r = await axios.get(c.url, { timeout: TIMEOUT, maxRedirects: 0, validateStatus: () => true })
+      return 'status ' + r.status
+    }
+    if (mode === 'pfe') {
+      setEnv(c.env)
+      const p = lib.getProxyForUrl(c.url)
+      if (!p) return { result: 'D', detail: 'getProxyForUrl returned ""' }
+      let u
+      try { u = new URL(p) } catch (e) { return { result: 'E', detail: 'unparsable ' + p } }
+      return { result: u.hostname === '127.0.0.1' && u.port !== '' ? 'P:' + u.port : 'E', detail: p }
+    }
+    if (mode === 'fetch') {
+      const r = await fetch(c.url, { signal: AbortSignal.timeout(TIMEOUT) })
+      await r.text()
+      return 'status ' + r.status
+    }
+    if (mode === 'agent') return await coreGet(c.url, c.env)
+    return await coreGet(c.url) // core, global-agent
+  } catch (e) { return errText(e) }
 }
 
 async function main () {
-  const mode = process.argv[2]
-  const cases = JSON.parse(require('fs').readFileSync(0, 'utf8'))
-  if (mode === 'global-agent') require('global-agent').bootstrap()
+  let lib = null
+  let version = pkgVersion()
+  if (mode === 'undici' || mode === 'axios' || mode === 'pfe') lib = await load()
+  if (mode === 'global-agent') {
+    const ga = await load()
+    ga.bootstrap()
+  }
+  if (mode === 'core' || mode === 'agent') version = process.versions.node
+  if (mode === 'fetch') version = process.versions.undici
   process.removeAllListeners('warning')
   process.on('warning', () => {})
-  for (const c of cases) {
-    const r = await runCase(mode, c)
-    process.stdout.write(JSON.stringify({ id: c.id, ...r }) + '\n')
+  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity })
+  for await (const line of rl) {
+    if (!line.trim()) continue
+    const c = JSON.parse(line)
+    const r = await runCase(lib, c)
+    const out = typeof r === 'object' ? { id: c.id, ...r } : { id: c.id, detail: r }
+    out.version = version
+    process.stdout.write(JSON.stringify(out) + '\n')
   }
 }
 main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })

@@ -1,108 +1,147 @@
-"""Real Python-side clients for egret's NO_PROXY differential tests.
+"""Real clients for egret's NO_PROXY differential tests (Python side).
 
-Usage: python3 clients.py MODE < cases.json > results.jsonl
-MODE: curl | wget (run the real binaries; run this script inside an empty
-network namespace, e.g. `unshare -n`) | urllib | requests (in-process: the
-real decision code runs, then the first name resolution is intercepted, so
-nothing is sent anywhere).
-Each case: {"id": str, "env": {NAME: VALUE}, "url": str}. Each result line:
-{"id": str, "result": "D" | "P:<port>" | "E", "detail": str}. The proxies
-in the cases are 127.0.0.1:<port>; any other first connection is "direct".
+The test (internal/noproxy/differential_test.go) runs this script inside a
+network namespace where every name of the cases resolves to a local origin
+and the proxies of the cases are local recording proxies; the test decides
+"direct" or "proxy" from what those listeners see.
+
+Usage: python3 clients.py MODE [PATH]
+MODE: urllib | requests (in-process: the case's environment replaces
+os.environ, then a real request is made) | libcurl (PATH is a libcurl.so.4:
+curl_easy_perform in-process, through ctypes; libcurl, not the curl tool,
+reads the proxy variables, at every transfer) | curl | wget (PATH, default
+from PATH, is run once per case with the case's environment).
+One case per line on stdin: {"id", "env", "url"}; once its request has
+ended, one line on stdout: {"id", "detail", "version"}.
 """
 import json
 import os
-import re
-import socket
 import subprocess
 import sys
 
-PROXY_HOST = "127.0.0.1"
+TIMEOUT = 5
 
 
-class Intercepted(Exception):
-    pass
+def run_curl(binary, case, env):
+    p = subprocess.run([binary, "-s", "-S", "-k", "--max-time", str(TIMEOUT), "-o", "/dev/null",
+                        "-w", "%{http_code}", case["url"]], env=env, capture_output=True, text=True)
+    return "exit %d %s %s" % (p.returncode, p.stdout.strip(), p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "")
 
 
-def classify(host, port, proxy_ports):
-    if host == PROXY_HOST and int(port) in proxy_ports:
-        return "P:%d" % int(port)
-    return "D"
+def run_wget(binary, case, env):
+    p = subprocess.run([binary, "--no-config", "-O", "/dev/null", "--tries=1", "-T", str(TIMEOUT),
+                        "--no-check-certificate", case["url"]], env=env, capture_output=True, text=True)
+    lines = [l for l in p.stderr.strip().splitlines() if l.strip()]
+    return "exit %d %s" % (p.returncode, lines[-1] if lines else "")
 
 
-def run_curl(case, proxy_ports):
-    p = subprocess.run(["curl", "-sv", "--max-time", "5", "-o", "/dev/null", case["url"]],
-                       env=case["env"], capture_output=True, text=True)
-    err = p.stderr
-    m = re.search(r"Trying \[?([0-9a-fA-F.:]+)\]?:(\d+)", err)
-    if m:
-        return classify(m.group(1), m.group(2), proxy_ports), m.group(0)
-    if "Could not resolve host" in err:
-        return "D", "resolve target"
-    return "E", err.strip().splitlines()[-1] if err.strip() else "exit %d" % p.returncode
+class LibCurl(object):
+    """curl_easy_perform through ctypes: the environment is read by libcurl
+    itself (getenv) at each transfer, so os.environ changes apply."""
+    URL, WRITEFUNCTION, TIMEOUT, SSL_VERIFYPEER, SSL_VERIFYHOST, NOSIGNAL = 10002, 20011, 13, 64, 81, 99
+    RESPONSE_CODE = 0x200002
+
+    def __init__(self, path):
+        import ctypes
+        self.c = ctypes
+        self.lib = ctypes.CDLL(path)
+        self.lib.curl_version.restype = ctypes.c_char_p
+        self.lib.curl_easy_init.restype = ctypes.c_void_p
+        self.lib.curl_easy_strerror.restype = ctypes.c_char_p
+        self.lib.curl_global_init(3)
+        proto = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)
+        self.sink = proto(lambda ptr, size, n, data: size * n)
+
+    def version(self):
+        return self.lib.curl_version().decode().split()[0].split("/")[1]
+
+    def get(self, url):
+        c = self.c
+        h = c.c_void_p(self.lib.curl_easy_init())
+        try:
+            self.lib.curl_easy_setopt(h, self.URL, c.c_char_p(url.encode("utf-8")))
+            self.lib.curl_easy_setopt(h, self.WRITEFUNCTION, self.sink)
+            self.lib.curl_easy_setopt(h, self.TIMEOUT, c.c_long(TIMEOUT))
+            self.lib.curl_easy_setopt(h, self.NOSIGNAL, c.c_long(1))
+            self.lib.curl_easy_setopt(h, self.SSL_VERIFYPEER, c.c_long(0))
+            self.lib.curl_easy_setopt(h, self.SSL_VERIFYHOST, c.c_long(0))
+            rc = self.lib.curl_easy_perform(h)
+            code = c.c_long(0)
+            self.lib.curl_easy_getinfo(h, self.RESPONSE_CODE, c.byref(code))
+            return "curl %d %s, status %d" % (rc, self.lib.curl_easy_strerror(rc).decode(), code.value)
+        finally:
+            self.lib.curl_easy_cleanup(h)
 
 
-def run_wget(case, proxy_ports):
-    p = subprocess.run(["wget", "--no-config", "-O", "/dev/null", "--tries=1", "-T", "5", case["url"]],
-                       env=case["env"], capture_output=True, text=True)
-    err = p.stderr
-    m = re.search(r"Connecting to (?:[^ ]+ \()?\[?([0-9a-fA-F.:]+)\]?\)?:(\d+)", err)
-    if m:
-        return classify(m.group(1), m.group(2), proxy_ports), m.group(0)
-    if "Resolving" in err:
-        return "D", "resolve target"
-    return "E", err.strip().splitlines()[-1] if err.strip() else "exit %d" % p.returncode
+_tls = []
 
 
-_first = []
-
-
-def _getaddrinfo(host, port, *args, **kwargs):
-    _first.append((host, port))
-    raise Intercepted("%s:%s" % (host, port))
-
-
-def run_inprocess(mode, case, proxy_ports):
+def run_inprocess(mode, case):
     os.environ.clear()
     os.environ.update(case["env"])
-    del _first[:]
     try:
         if mode == "urllib":
             import urllib.request
-            opener = urllib.request.build_opener()
-            opener.open(case["url"], timeout=5)
-        else:
-            import requests
-            requests.Session().get(case["url"], timeout=5)
-    except Exception as e:  # the interception or a client error
-        if _first:
-            host, port = _first[0]
-            return classify(host, port, proxy_ports), "%s:%s" % (host, port)
-        return "E", "%s: %s" % (type(e).__name__, e)
-    return "E", "no connection attempted"
+            import ssl
+            if not _tls:  # one context: loading it is slow, and it reads no proxy setting
+                ctx = ssl.create_default_context()
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                _tls.append(ctx)
+            # A new opener per case: ProxyHandler reads the variables when built.
+            opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=_tls[0]))
+            with opener.open(case["url"], timeout=TIMEOUT) as r:
+                r.read()
+                return "status %d" % r.status
+        import requests
+        # requests reads the variables at every request (trust_env).
+        r = requests.Session().get(case["url"], timeout=TIMEOUT, verify=False, allow_redirects=False)
+        return "status %d" % r.status_code
+    except Exception as e:
+        return "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+
+
+def version(mode, binary):
+    if mode == "libcurl":
+        return binary.version()
+    if mode == "urllib":
+        return "%d.%d.%d" % sys.version_info[:3]
+    if mode == "requests":
+        import requests
+        return requests.__version__
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.split()
+    # "curl 7.88.1 (x86_64...)" / "GNU Wget 1.21.3 built on ..."
+    return out[1] if mode == "curl" else out[2]
 
 
 def main():
     mode = sys.argv[1]
-    cases = json.load(sys.stdin)
-    proxy_ports = {9, 8}
-    if mode in ("urllib", "requests"):
-        socket.getaddrinfo = _getaddrinfo
-    for case in cases:
-        env = dict(case["env"])
-        env.setdefault("PATH", "/usr/bin:/bin")
-        case = dict(case, env=env)
-        if mode == "curl":
-            res, detail = run_curl(case, proxy_ports)
-        elif mode == "wget":
-            res, detail = run_wget(case, proxy_ports)
+    binary = sys.argv[2] if len(sys.argv) > 2 else mode
+    if mode == "libcurl":
+        binary = LibCurl(binary)
+    if mode == "requests":
+        import warnings
+        warnings.filterwarnings("ignore")
+    ver = version(mode, binary)
+    base_path = os.environ.get("PATH", "/usr/bin:/bin")
+    lib_path = os.environ.get("EGRET_CLIENT_LIBS")  # for a curl unpacked from a .deb
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        case = json.loads(line)
+        if mode in ("curl", "wget"):
+            env = dict(case["env"])
+            env.setdefault("PATH", base_path)
+            if lib_path:
+                env["LD_LIBRARY_PATH"] = lib_path
+            detail = run_curl(binary, case, env) if mode == "curl" else run_wget(binary, case, env)
+        elif mode == "libcurl":
+            os.environ.clear()
+            os.environ.update(case["env"])
+            detail = binary.get(case["url"])
         else:
-            case["env"] = {k: v for k, v in env.items() if k != "PATH"} if mode != "requests" else case["env"]
-            res, detail = run_inprocess(mode, case, proxy_ports)
-        out = {"id": case["id"], "result": res, "detail": detail}
-        if mode == "requests":
-            import requests
-            out["version"] = requests.__version__
-        sys.stdout.write(json.dumps(out) + "\n")
+            detail = run_inprocess(mode, case)
+        sys.stdout.write(json.dumps({"id": case["id"], "detail": detail, "version": ver}) + "\n")
         sys.stdout.flush()
 
 

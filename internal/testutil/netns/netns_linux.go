@@ -111,6 +111,26 @@ func (n *NS) Run(t testing.TB, argv ...string) string {
 	return stdout.String()
 }
 
+// WriteEtc makes content the namespace's /etc/<file> (hosts, resolv.conf,
+// ...) for the commands Command starts: `ip netns exec` bind-mounts
+// /etc/netns/<Name>/<file> over /etc/<file>. Sockets the test process opens
+// with Do, Listen or Dial do not see it. The directory is removed when t
+// ends.
+func (n *NS) WriteEtc(t testing.TB, file, content string) {
+	t.Helper()
+	if file == "" || strings.ContainsAny(file, "/\x00") || file == "." || file == ".." {
+		t.Fatalf("WriteEtc: bad file name %q", file)
+	}
+	dir := filepath.Join("/etc/netns", n.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("WriteEtc: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+		t.Fatalf("WriteEtc: %v", err)
+	}
+}
+
 // Do runs fn on an OS thread switched into the namespace. Sockets created by
 // fn stay in the namespace after Do returns; goroutines that fn starts do not
 // inherit the namespace. If the thread cannot be switched back it is left

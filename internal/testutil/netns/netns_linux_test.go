@@ -4,8 +4,10 @@ package netns
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -63,6 +65,25 @@ func TestLinkAndSockets(t *testing.T) {
 			t.Fatalf("id -u = %q", out)
 		}
 	})
+	t.Run("etc-files", func(t *testing.T) {
+		n := New(t, "etc")
+		n.WriteEtc(t, "hosts", "192.0.2.7 only-in-the-namespace.test\n")
+		if out := n.Run(t, "getent", "hosts", "only-in-the-namespace.test"); !strings.Contains(out, "192.0.2.7") {
+			t.Fatalf("getent in the namespace: %q", out)
+		}
+		if out, err := exec.Command("getent", "hosts", "only-in-the-namespace.test").Output(); err == nil {
+			t.Fatalf("the name resolves outside the namespace too: %q", out)
+		}
+	})
+	if _, err := os.Stat("/etc/netns"); err == nil {
+		if ents, _ := os.ReadDir("/etc/netns"); len(ents) > 0 {
+			for _, e := range ents {
+				if strings.Contains(e.Name(), fmt.Sprintf("-etc-%d-", os.Getpid())) {
+					t.Errorf("/etc/netns/%s left behind", e.Name())
+				}
+			}
+		}
+	}
 	var name string
 	t.Run("cleanup-deletes-namespace", func(t *testing.T) {
 		name = New(t, "gone").Name

@@ -1,0 +1,3 @@
+module egret.io/noproxy-goclient
+
+go 1.22

@@ -14,18 +14,8 @@ cd "$(dirname "$0")/.."
 smokescreen_version=v0.1.0
 pkgs=(squid tinyproxy trafficserver)
 
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "bench-deps: installing ${missing[*]}" >&2
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  # One apt-get at a time on a shared machine.
-  $SUDO flock /tmp/apt.lock apt-get update -qq
-  $SUDO flock /tmp/apt.lock env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+. scripts/apt.sh
+apt_install "${pkgs[@]}"
 
 cache=${EGRET_CACHE:-$HOME/.cache/egret}/bench
 bin="$cache/smokescreen-$smokescreen_version"

@@ -5,13 +5,5 @@
 # namespace). iptables (nft + legacy), iproute2 and curl come
 # from 10-apt.sh.
 set -euo pipefail
-pkgs=(openssl util-linux iptables iproute2 curl procps)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "installing: ${missing[*]}" >&2
-SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+. "$(dirname "$0")/../apt.sh"
+apt_install openssl util-linux iptables iproute2 curl procps

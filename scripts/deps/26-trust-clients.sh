@@ -6,6 +6,5 @@
 # from the image or the other scripts.
 set -euo pipefail
 command -v ruby >/dev/null && exit 0
-SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-flock /tmp/apt.lock $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive flock /tmp/apt.lock $SUDO apt-get install -y -qq --no-install-recommends ruby >/dev/null
+. "$(dirname "$0")/../apt.sh"
+apt_install ruby

@@ -28,12 +28,6 @@ func EnvFromList(list []string) (Env, error) {
 	return env, nil
 }
 
-// lookup returns the value and whether the variable is set.
-func (e Env) lookup(name string) (string, bool) {
-	v, ok := e[name]
-	return v, ok
-}
-
 // nonEmpty returns the first of names whose value is not empty.
 func (e Env) nonEmpty(names ...string) (value, name string) {
 	for _, n := range names {
@@ -137,10 +131,4 @@ func (t *target) bracketed() string {
 func isIPv4(s string) bool {
 	a, err := netip.ParseAddr(s)
 	return err == nil && a.Is4()
-}
-
-// isIPv6 reports an IPv6 literal without brackets.
-func isIPv6(s string) bool {
-	a, err := netip.ParseAddr(s)
-	return err == nil && a.Is6()
 }

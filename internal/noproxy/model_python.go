@@ -2,7 +2,6 @@ package noproxy
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -301,5 +300,3 @@ func pyInNetwork(ip, network string) bool {
 	mask := uint32(0xffffffff) << (32 - uint(bits))
 	return a&mask == na&mask
 }
-
-var _ = netip.Addr{}

@@ -141,20 +141,6 @@ func (c Client) newest() string {
 	return n
 }
 
-// Families returns the client families (go, curl, undici, axios, ...) in
-// table order.
-func Families() []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, c := range Clients() {
-		if !seen[c.Family] {
-			seen[c.Family] = true
-			out = append(out, c.Family)
-		}
-	}
-	return out
-}
-
 // familyRows returns the rows of a family.
 func familyRows(family string) []Client {
 	var out []Client

@@ -157,15 +157,7 @@ func startUpstreamToken(ctx context.Context, cfg *config.Proxy, p *process, log 
 	}
 	cs.lastReload = time.Now()
 	tf.Reloaded = func(err error) {
-		res := "ok"
-		cs.mu.Lock()
-		if err != nil {
-			res, cs.lastErr = "error", err.Error()
-		} else {
-			cs.lastReload, cs.lastErr = time.Now(), ""
-		}
-		cs.mu.Unlock()
-		p.m.ConfigReloads.WithLabelValues("token", res).Inc()
+		p.m.ConfigReloads.WithLabelValues("token", cs.reloaded(err)).Inc()
 		if err != nil {
 			log.Error("upstream token not reloaded; the previous one stays in use", "file", path, "error", err.Error())
 			return

@@ -25,6 +25,19 @@ type credentialState struct {
 	lastErr    string
 }
 
+// reloaded records the outcome of a re-read for the status page and
+// returns the metric's result label, "ok" or "error".
+func (c *credentialState) reloaded(err error) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.lastErr = err.Error()
+		return "error"
+	}
+	c.lastReload, c.lastErr = time.Now(), ""
+	return "ok"
+}
+
 func (c *credentialState) storeOrNil() *credentials.Store {
 	if c == nil {
 		return nil
@@ -59,15 +72,7 @@ func startCredentials(ctx context.Context, cfg *config.Proxy, p *process, log *s
 		cs.lastReload = time.Now()
 	}
 	d.Reloaded = func(err error) {
-		res := "ok"
-		cs.mu.Lock()
-		if err != nil {
-			res, cs.lastErr = "error", err.Error()
-		} else {
-			cs.lastReload, cs.lastErr = time.Now(), ""
-		}
-		cs.mu.Unlock()
-		p.m.ConfigReloads.WithLabelValues("credentials", res).Inc()
+		p.m.ConfigReloads.WithLabelValues("credentials", cs.reloaded(err)).Inc()
 		if err != nil {
 			log.Error("upstream credentials not reloaded; the previous ones stay in use", "dir", dir, "error", err.Error())
 			return

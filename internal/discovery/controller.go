@@ -270,16 +270,24 @@ func (c *Controller) write(ctx context.Context, ns string, data map[string]strin
 }
 
 func (c *Controller) remove(ctx context.Context, ns string) error {
+	return RemoveOwnConfigMap(ctx, c.Client, ns, ConfigMapName, ours)
+}
+
+// RemoveOwnConfigMap deletes ConfigMap ns/name if ours says egret made it
+// (a ConfigMap of that name someone else made is left alone), guarded by
+// its UID so a ConfigMap recreated meanwhile survives. Gone already is
+// success.
+func RemoveOwnConfigMap(ctx context.Context, cl client.Client, ns, name string, ours func(*corev1.ConfigMap) bool) error {
 	var cm corev1.ConfigMap
-	err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ConfigMapName}, &cm)
+	err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cm)
 	if apierrors.IsNotFound(err) || (err == nil && !ours(&cm)) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("get configmap %s/%s: %w", ns, ConfigMapName, err)
+		return fmt.Errorf("get configmap %s/%s: %w", ns, name, err)
 	}
-	if err := c.Client.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete configmap %s/%s: %w", ns, ConfigMapName, err)
+	if err := cl.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete configmap %s/%s: %w", ns, name, err)
 	}
 	return nil
 }

@@ -308,16 +308,5 @@ func (c *TrustController) write(ctx context.Context, ns string, b *built, p12 *[
 }
 
 func (c *TrustController) remove(ctx context.Context, ns string) error {
-	var cm corev1.ConfigMap
-	err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TrustConfigMapName}, &cm)
-	if apierrors.IsNotFound(err) || (err == nil && !trustOurs(&cm)) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get configmap %s/%s: %w", ns, TrustConfigMapName, err)
-	}
-	if err := c.Client.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete configmap %s/%s: %w", ns, TrustConfigMapName, err)
-	}
-	return nil
+	return discovery.RemoveOwnConfigMap(ctx, c.Client, ns, TrustConfigMapName, trustOurs)
 }

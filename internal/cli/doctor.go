@@ -105,7 +105,7 @@ failed, 2 bad usage.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Echo, "echo", "", "URL of an `egret echo` server outside the cluster (enables the proxy CONNECT and egress IP checks)")
+	f.StringVar(&o.Echo, "echo", "", "`URL` of an egret echo server outside the cluster (enables the proxy CONNECT and egress IP checks)")
 	f.StringSliceVar(&o.Internal, "internal", nil, "in-cluster destination: NAME, NAME:PORT or http(s) URL (repeatable; default kubernetes.default.svc and its FQDN)")
 	f.StringVar(&o.Proxy, "proxy", "", "proxy URL to test instead of the environment's (prefer the variables for credentials)")
 	f.StringSliceVar(&o.Clients, "client", nil, "runtimes to predict (noproxy client names, repeatable, or all; default go and those on PATH)")

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -13,19 +14,34 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/logging"
 
 	"github.com/spf13/cobra"
 )
 
-// kubeFlags are the client flags shared by the Kubernetes commands.
+// kubeFlags are the client flags shared by the Kubernetes commands, with
+// their log's (--log-format, --log-level), which client-go logs into.
 type kubeFlags struct {
 	kubeconfig string
 	context    string
+	logs       logging.Flags
 }
 
-func (k *kubeFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	cmd.Flags().StringVar(&k.context, "context", "", "kubeconfig context (default: the current one)")
+// add registers the flags; format and level are the log's defaults.
+func (k *kubeFlags) add(cmd *cobra.Command, format logging.Format, level string) {
+	cmd.Flags().StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	cmd.Flags().StringVar(&k.context, "context", "", "kubeconfig `context` (default: the current one)")
+	k.logs.Add(cmd.Flags(), format, level)
+}
+
+// logger returns the command's log on its stderr, with client-go and
+// controller-runtime routed into it; call it before making a client.
+func (k *kubeFlags) logger(cmd *cobra.Command) (*slog.Logger, error) {
+	log, err := k.logs.Logger(cmd.ErrOrStderr())
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return log, nil
 }
 
 func (k *kubeFlags) restConfig() (*rest.Config, error) {
@@ -110,6 +126,9 @@ Exit codes: 0 printed, 1 error (no cluster), 2 bad flags.`,
 			if err != nil {
 				return usageError(err)
 			}
+			if _, err := kf.logger(cmd); err != nil {
+				return err
+			}
 			cfg, err := kf.restConfig()
 			if err != nil {
 				return err
@@ -146,7 +165,7 @@ Exit codes: 0 printed, 1 error (no cluster), 2 bad flags.`,
 			return err
 		},
 	}
-	kf.add(cmd)
+	kf.add(cmd, logging.Text, "warn")
 	df.add(cmd)
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "also add this namespace's "+discovery.NoProxyAnnotation+" annotation entries")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output: text (the value) or json (entries and sources)")

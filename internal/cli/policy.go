@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"egret.io/egret/internal/logging"
 	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/route"
 )
@@ -50,6 +51,9 @@ func newPolicyExplainCmd() *cobra.Command {
 			if output != "text" && output != "json" {
 				return usageError(fmt.Errorf("unknown output %q (text, json)", output))
 			}
+			if _, err := kf.logger(cmd); err != nil {
+				return err
+			}
 			rc, err := kf.restConfig()
 			if err != nil {
 				return err
@@ -76,7 +80,7 @@ func newPolicyExplainCmd() *cobra.Command {
 			return nil
 		},
 	}
-	kf.add(cmd)
+	kf.add(cmd, logging.Text, "warn")
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "the client pod, NAMESPACE/POD (required)")
 	f.StringVar(&to, "to", "", "the destination, HOST:PORT (required)")

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/logging"
 	"egret.io/egret/internal/logsink"
 	"egret.io/egret/internal/proxyd"
 	"egret.io/egret/internal/version"
@@ -52,7 +53,10 @@ With no upstream configured, everything not denied goes direct.`,
 			// 100ms and on exit) instead of one system call per line.
 			out := logsink.New(cmd.ErrOrStderr(), 0, 0)
 			defer out.Close()
-			log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LevelVar()}))
+			// client-go (the policy watch) logs into the same stream.
+			h := logging.NewHandler(out, logging.Format(cfg.LogFormat), cfg.LevelVar())
+			logging.Route(h)
+			log := slog.New(h)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			done := make(chan struct{})
@@ -63,8 +67,8 @@ With no upstream configured, everything not denied goes direct.`,
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
-			return proxyd.Run(ctx, cfg, proxyd.Options{Version: version.Get().Version, Logger: log, AccessLog: out,
-				Reload: func() (*config.Proxy, error) { return config.Load(src) }, ConfigFile: file, Hangup: hup})
+			return logExit(log, "egret proxy", proxyd.Run(ctx, cfg, proxyd.Options{Version: version.Get().Version, Logger: log, AccessLog: out,
+				Reload: func() (*config.Proxy, error) { return config.Load(src) }, ConfigFile: file, Hangup: hup}))
 		},
 	}
 	cmd.Flags().StringVar(&file, "config", "", "YAML configuration file (env EGRET_CONFIG)")
@@ -74,13 +78,36 @@ With no upstream configured, everything not denied goes direct.`,
 		}
 		v := new(string)
 		values[k.Env] = v
-		cmd.Flags().StringVar(v, k.Flag, "", k.Help+" (env "+k.Env+")")
+		cmd.Flags().Var(textValue{v, k.Type}, k.Flag, k.Help+" (env "+k.Env+")")
 		if k.Bool {
 			cmd.Flags().Lookup(k.Flag).NoOptDefVal = "true"
 		}
 	}
 	return cmd
 }
+
+// logExit ends a server whose log is set up: its error is the last line
+// of that log, in its format (not "egret: ..." text after JSON lines), and
+// the process exits 1.
+func logExit(log *slog.Logger, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	log.Error(what+" stopped", "err", err.Error())
+	return &ExitError{Code: 1}
+}
+
+// textValue is a flag kept as text, as the environment gives it (config.Load
+// parses and checks both alike), whose --help names what it takes
+// (--max-tunnels int, --dial-timeout duration) instead of "string".
+type textValue struct {
+	p   *string
+	typ string
+}
+
+func (v textValue) String() string     { return *v.p }
+func (v textValue) Set(s string) error { *v.p = s; return nil }
+func (v textValue) Type() string       { return v.typ }
 
 // exitOnSecondSignal waits for the first SIGTERM or SIGINT (ctx done: the
 // drain begins), then exits the process at once on a second one: an

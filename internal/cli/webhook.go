@@ -1,29 +1,25 @@
 package cli
 
 import (
-	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
 
+	"egret.io/egret/internal/logging"
 	"egret.io/egret/internal/webhook"
 )
 
 func newWebhookCmd() *cobra.Command {
 	var (
-		kf       kubeFlags
-		df       discoveryFlags
-		o        webhook.Options
-		pc       webhook.Config
-		service  string
-		hosts    []string
-		leader   bool
-		logLevel string
+		kf      kubeFlags
+		df      discoveryFlags
+		o       webhook.Options
+		pc      webhook.Config
+		service string
+		hosts   []string
+		leader  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "webhook",
@@ -43,14 +39,14 @@ Modes (--mode, or per pod/namespace annotation egret.io/mode):
 Validation (--validation): off, warn (admission warnings), enforce (deny errors).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-				return usageError(fmt.Errorf("--log-level: %w", err))
-			}
-			ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})))
-			cfg, err := kf.restConfig()
+			// controller-runtime and client-go log into the same stream.
+			log, err := kf.logger(cmd)
 			if err != nil {
 				return err
+			}
+			cfg, err := kf.restConfig()
+			if err != nil {
+				return logExit(log, "egret webhook", err)
 			}
 			if o.Discovery, err = df.options(); err != nil {
 				return usageError(err)
@@ -61,10 +57,10 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 			o.Hosts = append([]string{service + "." + o.Namespace + ".svc", service + "." + o.Namespace + ".svc." + df.clusterDomain}, hosts...)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return webhook.Run(ctx, o)
+			return logExit(log, "egret webhook", webhook.Run(ctx, o))
 		},
 	}
-	kf.add(cmd)
+	kf.add(cmd, logging.JSON, "info")
 	df.add(cmd)
 	f := cmd.Flags()
 	ns := os.Getenv("POD_NAMESPACE")
@@ -95,6 +91,5 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 	f.StringVar(&pc.Trust.Key, "ca-key", "", "the key holding the PEM certificates (default: every key that holds some)")
 	f.StringVar(&pc.Trust.MountPath, "ca-mount-path", "", "where containers get the bundle (default /etc/egret/trust)")
 	f.StringVar(&pc.Trust.SystemRoots, "ca-system-roots", "", "the system roots the corporate CAs are added to (default: the first of Go's system bundle files)")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
 }

@@ -415,6 +415,10 @@ func (l *loader) logging(f *File, p *Proxy, bad func(error)) {
 			bad(l.at("log.level", "EGRET_LOG_LEVEL", fmt.Errorf("log level %q: want debug, info, warn or error", level)))
 		}
 	}
+	p.LogFormat = strings.ToLower(l.str("EGRET_LOG_FORMAT", f.Log.Format, "json"))
+	if p.LogFormat != "json" && p.LogFormat != "text" {
+		bad(l.at("log.format", "EGRET_LOG_FORMAT", fmt.Errorf("log format %q: want json or text", p.LogFormat)))
+	}
 	p.AccessLog = true
 	if f.Log.Access != nil {
 		p.AccessLog = *f.Log.Access

@@ -84,7 +84,10 @@ type Proxy struct {
 	DrainPeriod  time.Duration
 	DrainTimeout time.Duration
 
-	LogLevel  slog.Level
+	LogLevel slog.Level
+	// LogFormat is the encoding of the process's log lines, client-go's
+	// included: "json" (default) or "text". The access log is JSON either way.
+	LogFormat string
 	AccessLog bool
 	// PProf serves Go's profiler under /debug/pprof/ on the admin listener.
 	PProf bool

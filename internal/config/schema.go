@@ -99,5 +99,6 @@ type DrainSpec struct {
 // LogSpec configures logging (JSON lines on stderr).
 type LogSpec struct {
 	Level  string `json:"level,omitempty"`  // debug, info (default), warn, error
+	Format string `json:"format,omitempty"` // json (default) or text
 	Access *bool  `json:"access,omitempty"` // one line per request/tunnel (default true)
 }

@@ -139,7 +139,7 @@ func needsRestart(old, cfg *config.Proxy) []string {
 		{"resolver", old.Resolver, cfg.Resolver},
 		{"timeouts", old.Timeouts, cfg.Timeouts},
 		{"drain", [2]time.Duration{old.DrainPeriod, old.DrainTimeout}, [2]time.Duration{cfg.DrainPeriod, cfg.DrainTimeout}},
-		{"log", [2]any{old.LogLevel, old.AccessLog}, [2]any{cfg.LogLevel, cfg.AccessLog}},
+		{"log", [3]any{old.LogLevel, old.LogFormat, old.AccessLog}, [3]any{cfg.LogLevel, cfg.LogFormat, cfg.AccessLog}},
 		{"admin (pprof, token file)", [2]any{old.PProf, old.AdminTokenFile}, [2]any{cfg.PProf, cfg.AdminTokenFile}},
 		{"policy (EGRET_POLICY, token audience, rate-limit service)", old.Policy, cfg.Policy},
 	} {

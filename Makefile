@@ -22,6 +22,8 @@ BUILD_DATE ?= $(shell date -u -d "@$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=
 VPKG       := egret.io/egret/internal/version
 LDFLAGS    := -s -w -X $(VPKG).version=$(VERSION) -X $(VPKG).commit=$(COMMIT) -X $(VPKG).dirty=$(DIRTY) -X $(VPKG).date=$(BUILD_DATE)
 # CGO_ENABLED=0: one static binary (a plain `go build` links libc for net and os/user).
+space     := $(subst ,, )
+comma     := ,
 GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
 build: ## build the static egret binary into bin/egret, stamped with the version
@@ -30,16 +32,21 @@ build: ## build the static egret binary into bin/egret, stamped with the version
 IMAGE     ?= ghcr.io/egret-io/egret:dev
 PLATFORMS ?= linux/amd64 linux/arm64
 EGRET_CACHE ?= $(HOME)/.cache/egret
+# The Debian packages the images take files from (the pinned ca-certificates,
+# base-files, iptables): scripts/image-debs.sh, once, into the cache.
+DEBS       := $(EGRET_CACHE)/image-debs
+DEB_ARCHES  = $(foreach p,$(PLATFORMS),$(lastword $(subst /, ,$(p))))
 image: ## OCI image layout bin/egret-oci: an index for PLATFORMS, SPDX SBOMs, version labels; no Docker daemon
+	./scripts/image-debs.sh $(DEBS) $(DEB_ARCHES)
 	@set -e; for p in $(PLATFORMS); do \
 	  echo "build $$p"; GOOS=$${p%/*} GOARCH=$${p#*/} $(GOBUILD) -o bin/$${p%/*}-$${p#*/}/egret ./cmd/egret; \
 	done
-	$(GO) run ./deploy/image $(foreach p,$(PLATFORMS),-binary $(p)=bin/$(subst /,-,$(p))/egret) \
+	$(GO) run ./deploy/image $(foreach p,$(PLATFORMS),-binary $(p)=bin/$(subst /,-,$(p))/egret) -debs $(DEBS) \
 	  -version '$(VERSION)' -revision '$(COMMIT)' -created '$(BUILD_DATE)' -sbom bin -o bin/egret-oci -tag $(IMAGE)
 
 image-iptables: build ## the image plus iptables-nft/legacy from Debian packages (init container), this machine's platform: bin/egret-iptables-oci
-	./scripts/iptables-debs.sh $(EGRET_CACHE)/iptables-debs
-	$(GO) run ./deploy/image -binary linux/$$($(GO) env GOARCH)=$(BIN) -iptables-debs $(EGRET_CACHE)/iptables-debs \
+	./scripts/image-debs.sh $(EGRET_CACHE)/image-debs
+	$(GO) run ./deploy/image -binary linux/$$($(GO) env GOARCH)=$(BIN) -debs $(EGRET_CACHE)/image-debs -iptables-debs $(EGRET_CACHE)/image-debs \
 	  -version '$(VERSION)' -revision '$(COMMIT)' -created '$(BUILD_DATE)' -sbom bin -o bin/egret-iptables-oci -tag $(IMAGE)-iptables
 
 test-deps: ## install everything the tests use (apt, npm, kube-apiserver/etcd and Debian packages into EGRET_CACHE)
@@ -76,4 +83,4 @@ bench-referee: build ## the outside referee ../shared/bench/compare.sh on plain 
 	./scripts/bench-compare.sh
 
 clean:
-	rm -rf bin bench-go.txt bench.json
+	rm -rf bin dist bench-go.txt bench.json

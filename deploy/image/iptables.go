@@ -38,17 +38,10 @@ type debEntry struct {
 	from string // the package file, for errors
 }
 
-// readDebs unpacks every .deb in dir (dpkg-deb --fsys-tarfile) into one
+// readDebs unpacks the .deb files (dpkg-deb --fsys-tarfile) into one
 // tree keyed by clean relative path. A path shipped by two packages with
 // different content is an error (for example two versions of a package).
-func readDebs(dir string) (map[string]*debEntry, error) {
-	debs, err := filepath.Glob(filepath.Join(dir, "*.deb"))
-	if err != nil {
-		return nil, err
-	}
-	if len(debs) == 0 {
-		return nil, fmt.Errorf("no .deb files in %s (run scripts/iptables-debs.sh %s)", dir, dir)
-	}
+func readDebs(debs []string) (map[string]*debEntry, error) {
 	sort.Strings(debs)
 	tree := map[string]*debEntry{}
 	for _, deb := range debs {
@@ -72,7 +65,7 @@ func readDebs(dir string) (map[string]*debEntry, error) {
 			if name == "." || strings.HasPrefix(name, "../") {
 				continue
 			}
-			e := &debEntry{typ: h.Typeflag, mode: h.Mode & 0o7777, link: h.Linkname, from: filepath.Base(deb)}
+			e := &debEntry{typ: h.Typeflag, mode: h.Mode & 0o7777, link: h.Linkname, from: deb}
 			switch h.Typeflag {
 			case tar.TypeReg:
 				if e.data, err = io.ReadAll(tr); err != nil {
@@ -86,7 +79,7 @@ func readDebs(dir string) (map[string]*debEntry, error) {
 			}
 			if old, ok := tree[name]; ok && old.typ != tar.TypeDir &&
 				(old.typ != e.typ || old.link != e.link || !bytes.Equal(old.data, e.data)) {
-				return nil, fmt.Errorf("%s is in both %s and %s: keep one version of each package in %s", name, old.from, e.from, dir)
+				return nil, fmt.Errorf("%s is in both %s and %s: keep one version of each package", name, filepath.Base(old.from), filepath.Base(e.from))
 			}
 			tree[name] = e
 		}
@@ -116,20 +109,39 @@ func resolve(tree map[string]*debEntry, name string) ([]string, error) {
 	return nil, fmt.Errorf("/%s: too many symlinks", chain[0])
 }
 
-// IptablesLayerFiles selects, from the Debian packages in debDir, what the
-// iptables programs need in an otherwise empty image: the programs, the
-// xtables extensions, every shared library they load (their ELF DT_NEEDED
-// closure, found by soname in the multiarch library directories) and the
-// dynamic loader. A library missing from the packages is an error, so a
-// build never produces an image whose iptables cannot start.
+// IptablesLayerFiles selects, from the Debian packages in debDir for
+// goarch, what the iptables programs need in an otherwise empty image: the
+// programs, the xtables extensions, every shared library they load (their
+// ELF DT_NEEDED closure, found by soname in the multiarch library
+// directories) and the dynamic loader, with the copyright file of each
+// package they come from. A library missing from the packages is an error,
+// so a build never produces an image whose iptables cannot start.
 func IptablesLayerFiles(debDir, goarch string) ([]file, error) {
-	triplet, ok := multiarch[goarch]
-	if !ok {
-		return nil, fmt.Errorf("iptables layer: no Debian multiarch triplet known for %s", goarch)
-	}
-	tree, err := readDebs(debDir)
+	pkgs, err := debsFor(debDir, goarch)
 	if err != nil {
 		return nil, err
+	}
+	files, _, err := iptablesLayer(pkgs, debDir, goarch)
+	return files, err
+}
+
+// iptablesLayer is IptablesLayerFiles of the packages pkgs (read from
+// debDir) and the packages it took files from.
+func iptablesLayer(pkgs []debPkg, debDir, goarch string) ([]file, []debPkg, error) {
+	triplet, ok := multiarch[goarch]
+	if !ok {
+		return nil, nil, fmt.Errorf("iptables layer: no Debian multiarch triplet known for %s", goarch)
+	}
+	if len(pkgs) == 0 {
+		return nil, nil, fmt.Errorf("no .deb files for %s in %s (run scripts/image-debs.sh %s %s)", goarch, debDir, debDir, debArch[goarch])
+	}
+	var debs []string
+	for _, p := range pkgs {
+		debs = append(debs, p.File)
+	}
+	tree, err := readDebs(debs)
+	if err != nil {
+		return nil, nil, err
 	}
 	libDirs := []string{"lib/" + triplet, "usr/lib/" + triplet, "lib", "usr/lib"}
 	xtDir := "usr/lib/" + triplet + "/xtables"
@@ -151,20 +163,20 @@ func IptablesLayerFiles(debDir, goarch string) ([]file, error) {
 	}
 	for _, p := range iptablesPrograms {
 		if err := add(p); err != nil {
-			return nil, fmt.Errorf("iptables layer: %w", err)
+			return nil, nil, fmt.Errorf("iptables layer: %w", err)
 		}
 	}
 	extensions := 0
 	for name, e := range tree {
 		if path.Dir(name) == xtDir && strings.HasSuffix(name, ".so") && e.typ != tar.TypeDir {
 			if err := add(name); err != nil {
-				return nil, fmt.Errorf("iptables layer: %w", err)
+				return nil, nil, fmt.Errorf("iptables layer: %w", err)
 			}
 			extensions++
 		}
 	}
 	if extensions == 0 {
-		return nil, fmt.Errorf("iptables layer: no xtables extensions in /%s", xtDir)
+		return nil, nil, fmt.Errorf("iptables layer: no xtables extensions in /%s", xtDir)
 	}
 	for len(queue) > 0 {
 		name := queue[0]
@@ -175,21 +187,21 @@ func IptablesLayerFiles(debDir, goarch string) ([]file, error) {
 		}
 		f, err := elf.NewFile(bytes.NewReader(e.data))
 		if err != nil {
-			return nil, fmt.Errorf("iptables layer: /%s: %w", name, err)
+			return nil, nil, fmt.Errorf("iptables layer: /%s: %w", name, err)
 		}
 		needed, err := f.ImportedLibraries()
 		if err != nil {
-			return nil, fmt.Errorf("iptables layer: /%s: %w", name, err)
+			return nil, nil, fmt.Errorf("iptables layer: /%s: %w", name, err)
 		}
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP {
 				b, err := io.ReadAll(p.Open())
 				if err != nil {
-					return nil, fmt.Errorf("iptables layer: /%s: interpreter: %w", name, err)
+					return nil, nil, fmt.Errorf("iptables layer: /%s: interpreter: %w", name, err)
 				}
 				interp := strings.TrimRight(string(b), "\x00")
 				if err := add(path.Clean(strings.TrimPrefix(interp, "/"))); err != nil {
-					return nil, fmt.Errorf("iptables layer: /%s needs its loader %s: %w (add its package to scripts/iptables-debs.sh)", name, interp, err)
+					return nil, nil, fmt.Errorf("iptables layer: /%s needs its loader %s: %w (add its package to scripts/image-debs.sh)", name, interp, err)
 				}
 			}
 		}
@@ -198,14 +210,14 @@ func IptablesLayerFiles(debDir, goarch string) ([]file, error) {
 			for _, d := range libDirs {
 				if _, ok := tree[path.Join(d, lib)]; ok {
 					if err := add(path.Join(d, lib)); err != nil {
-						return nil, fmt.Errorf("iptables layer: /%s needs %s: %w", name, lib, err)
+						return nil, nil, fmt.Errorf("iptables layer: /%s needs %s: %w", name, lib, err)
 					}
 					found = true
 					break
 				}
 			}
 			if !found {
-				return nil, fmt.Errorf("iptables layer: /%s needs %s, which none of the packages in %s ships (add its package to scripts/iptables-debs.sh)", name, lib, debDir)
+				return nil, nil, fmt.Errorf("iptables layer: /%s needs %s, which none of the packages in %s ships (add its package to scripts/image-debs.sh)", name, lib, debDir)
 			}
 		}
 	}
@@ -244,19 +256,24 @@ func IptablesLayerFiles(debDir, goarch string) ([]file, error) {
 			out = append(out, file{name: n, data: e.data, mode: mode})
 		}
 	}
-	return out, nil
+	// The packages the files came from: their copyright files and their
+	// entries in the dpkg database (written by Build with the base's).
+	var used []debPkg
+	for _, p := range pkgs {
+		for n := range want {
+			if tree[n].from == p.File {
+				used = append(used, p)
+				break
+			}
+		}
+	}
+	return mergeFiles(out, copyrights(tree, used)), used, nil
 }
 
-// debVersion returns the version of package pkg among the .deb files in
-// dir (from the file name pkg_VERSION_ARCH.deb), or "".
-func debVersion(dir, pkg string) string {
-	m, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.deb"))
-	if len(m) != 1 {
-		return ""
+// debVersion returns the version of package pkg among pkgs, or "".
+func debVersion(pkgs []debPkg, pkg string) string {
+	if p := find(pkgs, pkg); p != nil {
+		return p.Version
 	}
-	parts := strings.Split(strings.TrimSuffix(filepath.Base(m[0]), ".deb"), "_")
-	if len(parts) != 3 {
-		return ""
-	}
-	return strings.ReplaceAll(parts[1], "%3a", ":")
+	return ""
 }

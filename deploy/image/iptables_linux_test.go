@@ -24,14 +24,14 @@ import (
 )
 
 // iptablesDebs returns the cached Debian packages of the iptables layer,
-// which scripts/deps/25-iptables-debs.sh downloads (with the script `make
+// which scripts/deps/25-image-debs.sh downloads (with the script `make
 // image-iptables` uses): the tests never download.
 func iptablesDebs(t *testing.T) string {
 	t.Helper()
 	testutil.NeedTool(t, "dpkg-deb")
-	dir := filepath.Join(testutil.CacheDir(), "iptables-debs")
+	dir := filepath.Join(testutil.CacheDir(), "image-debs")
 	if m, _ := filepath.Glob(filepath.Join(dir, "iptables_*.deb")); len(m) == 0 {
-		testutil.Missing(t, "no iptables packages in "+dir+" (run scripts/deps/25-iptables-debs.sh or make test-deps)")
+		testutil.Missing(t, "no iptables packages in "+dir+" (run scripts/deps/25-image-debs.sh or make test-deps)")
 	}
 	return dir
 }
@@ -237,7 +237,7 @@ func TestIptablesLayerNeedsEveryLibrary(t *testing.T) {
 		}
 	}
 	_, err := IptablesLayerFiles(partial, runtime.GOARCH)
-	if err == nil || !strings.Contains(err.Error(), "iptables-debs.sh") ||
+	if err == nil || !strings.Contains(err.Error(), "image-debs.sh") ||
 		!strings.Contains(err.Error(), "libc.so.6") && !strings.Contains(err.Error(), "ld-linux") {
 		t.Fatalf("err = %v, want one naming libc6's loader or libc.so.6, and the download script", err)
 	}

@@ -12,8 +12,12 @@
 // `docker load` (25+), `podman load` and `kind load image-archive` read.
 //
 // Each image holds /egret, /etc/passwd and /etc/group naming user egret
-// (1337), and the CA certificates of the build machine (for TLS to upstream
-// proxies) when -ca-certs exists. Its labels carry the build identity
+// (1337) and, with -debs DIR (scripts/image-debs.sh fills it), files of
+// Debian packages: the root CAs (for TLS to upstream proxies) built from
+// the pinned ca-certificates package as update-ca-certificates builds
+// them — never the build machine's —, base-files' /etc/os-release, their
+// copyright files, and /var/lib/dpkg/status naming those packages, so
+// that scanners (Trivy, Grype) see them. Its labels carry the build identity
 // (org.opencontainers.image.version, .revision, .created); the builder
 // refuses a binary that was not stamped with that version and commit (make
 // build stamps it), one for another architecture, and a dynamically linked
@@ -29,8 +33,11 @@
 // With -iptables-debs DIR (make image-iptables) a second layer adds
 // iptables-nft and iptables-legacy, their xtables extensions, the shared
 // libraries they load and the dynamic loader, taken from the Debian
-// packages in DIR (scripts/iptables-debs.sh downloads them), so the same
-// image can run the `egret iptables` init container. PATH is set for it.
+// packages in DIR (scripts/image-debs.sh downloads them), so the same
+// image can run the `egret iptables` init container. PATH is set for it;
+// the layer's dpkg status names the base's packages and the iptables ones,
+// and its SBOM lists them. Each platform takes the packages of its Debian
+// architecture (NAME_VERSION_ARCH.deb) and those for all.
 package main
 
 import (
@@ -61,12 +68,19 @@ const UID = 1337
 
 // Options describe one platform's image.
 type Options struct {
-	Binary  string // path of the static egret binary
-	CACerts string // CA bundle to include; "" or missing: none
-	Arch    string // GOARCH of the binary
+	Binary string // path of the static egret binary
+	Arch   string // GOARCH of the binary
+	// Debs is a directory of Debian packages (scripts/image-debs.sh) from
+	// which every image takes its root CAs (the pinned ca-certificates
+	// package), /etc/os-release (base-files) and a dpkg status database
+	// naming them, so that scanners see what the image holds.
+	Debs string
+	// CACerts is a CA bundle file to include instead (tests, a private
+	// build); "" = the one of Debs, or none.
+	CACerts string
 	Stamp
 	// IptablesDebs, when set, is a directory of Debian packages
-	// (scripts/iptables-debs.sh) from which a second layer adds
+	// (scripts/image-debs.sh) from which a second layer adds
 	// iptables-nft and iptables-legacy with their libraries, for the
 	// `egret iptables` init container. "" builds the plain image.
 	IptablesDebs string
@@ -116,6 +130,14 @@ func checkBinary(path string, bin []byte, o Options) error {
 	return nil
 }
 
+// name is the image's name in its SBOM: egret, or egret-iptables.
+func (o Options) name() string {
+	if o.IptablesDebs != "" {
+		return "egret-iptables"
+	}
+	return "egret"
+}
+
 // created is the image creation time: Stamp.Created, else the epoch.
 func (s Stamp) created() (time.Time, error) {
 	if s.Created == "" {
@@ -146,16 +168,29 @@ func (s Stamp) Labels() map[string]string {
 
 // Build returns one platform's image.
 func Build(o Options) (v1.Image, error) {
+	img, _, err := build(o)
+	return img, err
+}
+
+// Contents is what an image holds besides egret: the Debian packages it
+// took files from, for its SBOM, and their distribution (debian-12).
+type Contents struct {
+	Debs   []debPkg
+	Distro string
+}
+
+func build(o Options) (v1.Image, Contents, error) {
+	var c Contents
 	bin, err := os.ReadFile(o.Binary)
 	if err != nil {
-		return nil, fmt.Errorf("read binary: %w", err)
+		return nil, c, fmt.Errorf("read binary: %w", err)
 	}
 	if err := checkBinary(o.Binary, bin, o); err != nil {
-		return nil, err
+		return nil, c, err
 	}
 	created, err := o.created()
 	if err != nil {
-		return nil, err
+		return nil, c, err
 	}
 	files := []file{
 		{name: "etc/", dir: true},
@@ -171,35 +206,59 @@ func Build(o Options) (v1.Image, error) {
 			files = append(files, file{name: "etc/ssl/", dir: true}, file{name: "etc/ssl/certs/", dir: true},
 				file{name: "etc/ssl/certs/ca-certificates.crt", data: ca})
 		case !errors.Is(err, os.ErrNotExist):
-			return nil, fmt.Errorf("read ca certificates: %w", err)
+			return nil, c, fmt.Errorf("read ca certificates: %w", err)
 		}
+	} else if o.Debs != "" {
+		pkgs, err := debsFor(o.Debs, o.Arch)
+		if err != nil {
+			return nil, c, err
+		}
+		base, distro, err := baseFiles(pkgs)
+		if err != nil {
+			return nil, c, fmt.Errorf("%s: %w", o.Debs, err)
+		}
+		files = mergeFiles(files, base)
+		c.Debs = append(c.Debs, *find(pkgs, "base-files"), *find(pkgs, "ca-certificates"))
+		c.Distro = distro
 	}
 	layer, err := layerOf(files)
 	if err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
+		return nil, c, fmt.Errorf("layer: %w", err)
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.AppendLayers(img, layer)
 	if err != nil {
-		return nil, err
+		return nil, c, err
 	}
+	var iptablesVersion string
 	if o.IptablesDebs != "" {
-		files, err := IptablesLayerFiles(o.IptablesDebs, o.Arch)
+		pkgs, err := debsFor(o.IptablesDebs, o.Arch)
 		if err != nil {
-			return nil, err
+			return nil, c, err
+		}
+		files, used, err := iptablesLayer(pkgs, o.IptablesDebs, o.Arch)
+		if err != nil {
+			return nil, c, err
+		}
+		iptablesVersion = debVersion(pkgs, "iptables")
+		if len(c.Debs) > 0 {
+			// The database of the upper layer replaces the base's: it
+			// names every package of the image.
+			c.Debs = append(c.Debs, used...)
+			files = mergeFiles(files, statusFiles(c.Debs))
 		}
 		layer, err := layerOf(files)
 		if err != nil {
-			return nil, fmt.Errorf("iptables layer: %w", err)
+			return nil, c, fmt.Errorf("iptables layer: %w", err)
 		}
 		if img, err = mutate.AppendLayers(img, layer); err != nil {
-			return nil, err
+			return nil, c, err
 		}
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return nil, err
+		return nil, c, err
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", o.Arch
@@ -216,9 +275,13 @@ func Build(o Options) (v1.Image, error) {
 	cf.Config.ExposedPorts = map[string]struct{}{"3128/tcp": {}, "9901/tcp": {}, "9443/tcp": {}}
 	cf.Config.Labels = o.Labels()
 	if o.IptablesDebs != "" {
-		cf.Config.Labels["io.egret.iptables"] = debVersion(o.IptablesDebs, "iptables")
+		cf.Config.Labels["io.egret.iptables"] = iptablesVersion
 	}
-	return mutate.ConfigFile(img, cf)
+	if p := find(c.Debs, "ca-certificates"); p != nil {
+		cf.Config.Labels["io.egret.ca-certificates"] = p.Version
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	return img, c, err
 }
 
 func layerOf(files []file) (v1.Layer, error) {
@@ -307,7 +370,7 @@ func BuildIndex(o Options, platforms []Platform) (*Built, error) {
 		}
 		po := o
 		po.Binary, po.Arch = p.Binary, p.Arch
-		img, err := Build(po)
+		img, contents, err := build(po)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
@@ -318,7 +381,7 @@ func BuildIndex(o Options, platforms []Platform) (*Built, error) {
 		}
 		desc.Platform = &v1.Platform{OS: p.OS, Architecture: p.Arch}
 		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: *desc})
-		doc, err := SBOM(p.Binary, key, o.Stamp)
+		doc, err := SBOM(p.Binary, key, o.Stamp, o.name(), contents)
 		if err != nil {
 			return nil, fmt.Errorf("%s: sbom: %w", key, err)
 		}
@@ -399,15 +462,19 @@ func main() {
 	var platforms platformFlags
 	var out, tag, sbomDir string
 	flag.Var(&platforms, "binary", "linux/ARCH=PATH: a static egret binary for that platform (repeatable; make image builds them)")
-	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to include (skipped when missing)")
+	flag.StringVar(&o.Debs, "debs", "", "directory of Debian packages (scripts/image-debs.sh): the root CAs of the pinned ca-certificates, os-release and a dpkg database")
+	flag.StringVar(&o.CACerts, "ca-certs", "", "a CA bundle file to include instead of -debs' (not the build machine's by default)")
 	flag.StringVar(&o.Version, "version", "dev", "org.opencontainers.image.version: the version stamped into the binaries")
 	flag.StringVar(&o.Revision, "revision", "", "org.opencontainers.image.revision: the commit stamped into the binaries")
 	flag.StringVar(&o.Created, "created", "", "org.opencontainers.image.created and the image time, RFC 3339 (default: the Unix epoch)")
-	flag.StringVar(&o.IptablesDebs, "iptables-debs", "", "directory of Debian packages (scripts/iptables-debs.sh) for the iptables variant")
+	flag.StringVar(&o.IptablesDebs, "iptables-debs", "", "directory of Debian packages (scripts/image-debs.sh) for the iptables variant")
 	flag.StringVar(&out, "o", "bin/egret-oci", "output directory: an OCI image layout")
 	flag.StringVar(&tag, "tag", "ghcr.io/egret-io/egret:dev", "image reference recorded in the layout")
 	flag.StringVar(&sbomDir, "sbom", "", "also write each platform's SBOM as DIR/egret-<os>-<arch>.spdx.json")
 	flag.Parse()
+	if o.Debs == "" && o.CACerts == "" {
+		fmt.Fprintln(os.Stderr, "image: warning: neither -debs nor -ca-certs: the image has no root CAs")
+	}
 	if err := run(o, platforms, out, tag, sbomDir); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
@@ -432,7 +499,7 @@ func run(o Options, platforms []Platform, out, tag, sbomDir string) error {
 		if sbomDir == "" {
 			break
 		}
-		p := filepath.Join(sbomDir, "egret-"+strings.ReplaceAll(k, "/", "-")+".spdx.json")
+		p := filepath.Join(sbomDir, o.name()+"-"+strings.ReplaceAll(k, "/", "-")+".spdx.json")
 		if err := os.WriteFile(p, b.SBOMs[k], 0o644); err != nil {
 			return err
 		}

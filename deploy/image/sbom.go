@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -42,6 +43,8 @@ type spdxPackage struct {
 	Name             string         `json:"name"`
 	VersionInfo      string         `json:"versionInfo"`
 	DownloadLocation string         `json:"downloadLocation"`
+	Supplier         string         `json:"supplier,omitempty"`
+	LicenseDeclared  string         `json:"licenseDeclared,omitempty"`
 	FilesAnalyzed    bool           `json:"filesAnalyzed"`
 	Checksums        []spdxChecksum `json:"checksums,omitempty"`
 	ExternalRefs     []spdxRef      `json:"externalRefs,omitempty"`
@@ -66,11 +69,15 @@ type spdxRelation struct {
 	Related string `json:"relatedSpdxElement"`
 }
 
-// SBOM writes the SPDX 2.3 document of one platform's binary: egret (the
+// SBOM writes the SPDX 2.3 document of one platform's image: egret (the
 // main module) and every Go module linked into it, with the Go standard
 // library, read from the binary's build information (what `go version -m`
-// prints), so it lists exactly what was compiled in.
-func SBOM(binary, platform string, st Stamp) ([]byte, error) {
+// prints), so it lists exactly what was compiled in; and the Debian
+// packages the image took files from (c.Debs, each with its package URL
+// pkg:deb/debian/NAME@VERSION?arch=A&distro=debian-12, which scanners
+// match against Debian's security tracker). name is the image's (egret,
+// egret-iptables).
+func SBOM(binary, platform string, st Stamp, name string, c Contents) ([]byte, error) {
 	bi, err := buildinfo.ReadFile(binary)
 	if err != nil {
 		return nil, fmt.Errorf("read build information of %s: %w", binary, err)
@@ -99,13 +106,13 @@ func SBOM(binary, platform string, st Stamp) ([]byte, error) {
 		}
 	}
 	main := spdxPackage{SPDXID: "SPDXRef-Package-egret", Name: bi.Main.Path, VersionInfo: st.Version,
-		DownloadLocation: "https://github.com/egret-io/egret", FilesAnalyzed: false,
+		DownloadLocation: "https://github.com/egret-io/egret", FilesAnalyzed: false, LicenseDeclared: "Apache-2.0",
 		Checksums:    []spdxChecksum{{Algorithm: "SHA256", Value: sum}},
 		ExternalRefs: purl(bi.Main.Path, st.Version), Purpose: "APPLICATION",
 		Comment: "the egret binary for " + platform + ", built with " + bi.GoVersion + " (" + strings.Join(settings, " ") + ")"}
 	doc := spdx{SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
-		Name:              "egret-" + st.Version + "-" + strings.ReplaceAll(platform, "/", "-"),
-		DocumentNamespace: "https://github.com/egret-io/egret/spdx/" + st.Version + "/" + platform + "/" + sum,
+		Name:              name + "-" + st.Version + "-" + strings.ReplaceAll(platform, "/", "-"),
+		DocumentNamespace: "https://github.com/egret-io/egret/spdx/" + name + "/" + st.Version + "/" + platform + "/" + sum,
 		CreationInfo:      spdxCreation{Created: created, Creators: []string{"Tool: egret-deploy-image", "Organization: egret"}},
 		Packages: []spdxPackage{main, {SPDXID: "SPDXRef-Package-stdlib", Name: "stdlib", VersionInfo: bi.GoVersion,
 			DownloadLocation: "https://go.dev/dl/", ExternalRefs: purl("stdlib", bi.GoVersion), Purpose: "LIBRARY"}},
@@ -128,11 +135,34 @@ func SBOM(binary, platform string, st Stamp) ([]byte, error) {
 		doc.Packages = append(doc.Packages, p)
 		doc.Relationships = append(doc.Relationships, spdxRelation{"SPDXRef-Package-egret", "DEPENDS_ON", id})
 	}
+	for _, d := range c.Debs {
+		id := "SPDXRef-Package-deb-" + spdxIDPart(d.Name)
+		comment := "Debian package " + filepath.Base(d.File) + " (files taken from it into the image)"
+		if d.Source != "" && d.Source != d.Name {
+			comment += "; source package " + d.Source
+		}
+		doc.Packages = append(doc.Packages, spdxPackage{SPDXID: id, Name: d.Name, VersionInfo: d.Version,
+			Supplier: "Organization: Debian", DownloadLocation: "NOASSERTION",
+			Checksums:    []spdxChecksum{{Algorithm: "SHA256", Value: d.SHA256}},
+			ExternalRefs: []spdxRef{{Category: "PACKAGE-MANAGER", Type: "purl", Locator: d.purl(c.Distro)}},
+			Purpose:      "OPERATING-SYSTEM", Comment: comment})
+		doc.Relationships = append(doc.Relationships, spdxRelation{"SPDXRef-DOCUMENT", "DESCRIBES", id})
+	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// spdxIDPart keeps the characters an SPDX identifier may hold.
+func spdxIDPart(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
+			return r
+		}
+		return '-'
+	}, s)
 }
 
 // emptyJSON is the OCI empty descriptor's content.

@@ -73,7 +73,8 @@ func stderrUntil(t *testing.T, want string, args ...string) []string {
 }
 
 // TestClientGoLogLines: a gateway with per-workload policy and a webhook
-// whose API server forbids them log client-go's failures as lines
+// whose API server forbids them log client-go's failures (and their own
+// end) as lines
 // of their own format — JSON objects by default, slog text with
 // --log-format text — never as klog's text inside the JSON stream.
 func TestClientGoLogLines(t *testing.T) {
@@ -83,13 +84,17 @@ func TestClientGoLogLines(t *testing.T) {
 	kc := forbiddingKubeconfig(t)
 	gateway := []string{"proxy", "--role", "gateway", "--listen", "127.0.0.1:0", "--admin-listen", "off",
 		"--policy", "--policy-kubeconfig", kc}
-	webhook := []string{"webhook", "--kubeconfig", kc, "--listen", "127.0.0.1:0", "--leader-elect=false"}
+	webhook := []string{"webhook", "--kubeconfig", kc, "--listen", "127.0.0.1:0", "--leader-elect=false",
+		"--gateway-url", "http://egret-gateway.egret-system.svc:3128"}
+	// The gateway's policy watch meets the 403 in client-go's reflector;
+	// the webhook stops at its first request (controller-runtime's
+	// discovery), and that last line is in its format too.
 	for _, tc := range []struct {
-		name string
-		args []string
-	}{{"gateway", gateway}, {"webhook", webhook}} {
+		name, want string
+		args       []string
+	}{{"gateway", "forbidden", gateway}, {"webhook", "egret webhook stopped", webhook}} {
 		t.Run(tc.name+"/json", func(t *testing.T) {
-			lines := stderrUntil(t, "forbidden", tc.args...)
+			lines := stderrUntil(t, tc.want, tc.args...)
 			for _, l := range lines {
 				var m map[string]any
 				if err := json.Unmarshal([]byte(l), &m); err != nil {
@@ -102,7 +107,7 @@ func TestClientGoLogLines(t *testing.T) {
 			}
 		})
 		t.Run(tc.name+"/text", func(t *testing.T) {
-			lines := stderrUntil(t, "forbidden", append(tc.args, "--log-format", "text")...)
+			lines := stderrUntil(t, tc.want, append(tc.args, "--log-format", "text")...)
 			for _, l := range lines {
 				if !strings.HasPrefix(l, "time=") || !strings.Contains(l, " level=") {
 					t.Errorf("not a slog text line: %q", l)

@@ -34,6 +34,7 @@ func newDoctorCmd() *cobra.Command {
 
   env        the proxy variables in both cases
   pid1-env   PID 1's real environment (/proc/1/environ) against this shell's
+  interceptors  a mesh proxy (Istio, Linkerd) capturing the pod's traffic beside egret
   no-proxy   NO_PROXY against the cluster destinations, for the runtimes in the image
   dns        the internal names, the echo host and the proxy host, with the search list
   direct     each internal name, its FQDN and ClusterIP reached directly (TCP; HTTP for URLs)

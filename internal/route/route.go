@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"egret.io/egret/internal/ipaddr"
 )
 
 // Action is what happens to a destination.
@@ -325,8 +327,11 @@ func New(rules []Rule, def Action, defPool string) (*Table, error) {
 		}
 		c := compiled{rule: r, cidrs: append([]netip.Prefix(nil), r.Match.CIDRs...), ports: r.Match.Ports}
 		for _, h := range r.Match.Hosts {
-			if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-				a = a.Unmap()
+			if lit := strings.Trim(h, "[]"); looksLikeAddr(lit) {
+				a, err := ipaddr.ParseAddr(lit)
+				if err != nil {
+					return nil, fmt.Errorf("rule %d (%s): host %w", i, r.Source, err)
+				}
 				c.cidrs = append(c.cidrs, netip.PrefixFrom(a, a.BitLen()))
 				continue
 			}
@@ -352,7 +357,7 @@ func New(rules []Rule, def Action, defPool string) (*Table, error) {
 			if !p.IsValid() {
 				return nil, fmt.Errorf("rule %d (%s): invalid CIDR", i, r.Source)
 			}
-			c.cidrs[j] = p.Masked()
+			c.cidrs[j] = ipaddr.Canonical(p)
 		}
 		c.anyName = len(c.hosts) > 0 || len(c.suffixes) > 0
 		c.any = r.Match.Any
@@ -466,6 +471,15 @@ func (c *compiled) match(ctx context.Context, i int, d Dest, res Resolver, addrs
 func withAddrs(d Decision, addrs []netip.Addr, err error) Decision {
 	d.Addrs, d.ResolveErr = addrs, err
 	return d
+}
+
+// looksLikeAddr tells an IP literal (possibly malformed, or zoned) from a
+// name: it parses as an address, or holds a colon or a zone.
+func looksLikeAddr(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	return strings.ContainsAny(h, ":%")
 }
 
 func hasPort(ports []uint16, p uint16) bool {

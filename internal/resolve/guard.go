@@ -58,7 +58,8 @@ import (
 //     reached only through an ISATAP tunnel interface on the gateway's host,
 //     which a node does not have, so such an address is an ordinary IPv6
 //     address routed by its prefix.
-//   - The host's own addresses (Own), also when embedded.
+//   - The host's own addresses (Own), also when embedded; loopback
+//     addresses are refused as loopback, not as own addresses.
 //
 // Allow opens ranges the operator names. A prefix of Allow covering the
 // address as dialled lets it through, whatever its class; an IPv4-mapped
@@ -69,7 +70,9 @@ import (
 // (64:ff9b::a00:0/104) to open it. An own address is opened only by an
 // Allow entry naming exactly that address (a /32 or /128): a broad range
 // such as the cluster's pod CIDR opens the cluster, not the gateway itself.
-// These are package ipaddr's answers, which every CIDR comparison shares.
+// Loopback is the exception: every loopback address is the host, so an
+// Allow of 127.0.0.0/8 opens the whole range, 127.0.0.1 included. These
+// are package ipaddr's answers, which every CIDR comparison shares.
 type Guard struct {
 	// Allow lists prefixes dialled even though they would be refused.
 	Allow []netip.Prefix
@@ -255,8 +258,18 @@ func allowContains(p netip.Prefix, a netip.Addr) bool {
 	return ipaddr.Canonical(p).Contains(a)
 }
 
-// own reports whether a is one of the host's own addresses.
+// Owns reports whether a (as dialled: without a zone, IPv4-mapped as its
+// IPv4) is one of the host's own addresses, as Check counts them.
+func (g *Guard) Owns(a netip.Addr) bool { return g != nil && g.own(ipaddr.Plain(a)) }
+
+// own reports whether a is one of the host's own addresses. Loopback
+// addresses are not: all of 127.0.0.0/8 and ::1 are the host itself, so
+// the loopback class refuses them and an Allow covering them opens them —
+// an Allow of 127.0.0.0/8 opens 127.0.0.1 as it opens 127.0.0.2.
 func (g *Guard) own(a netip.Addr) bool {
+	if a.IsLoopback() {
+		return false
+	}
 	for _, o := range g.Own {
 		if ipaddr.Plain(o) == a {
 			return true

@@ -431,9 +431,16 @@ func (c *compiled) match(ctx context.Context, i int, d Dest, res Resolver, addrs
 		dec.Reason = ReasonPort
 		return withAddrs(dec, *addrs, *resolveErr), true
 	}
+	// A deny (enforced or report-only) closes every spelling of what it
+	// names; anything else opens only the address as dialled (package
+	// ipaddr).
+	scope := ipaddr.AsDialled
+	if c.rule.Action == Deny {
+		scope = ipaddr.WithCarried
+	}
 	if d.Addr.IsValid() {
-		if p, ok := inCIDRs(c.cidrs, d.Addr); ok {
-			dec.Reason, dec.Entry = ReasonCIDR, p.String()
+		if h, ok := ipaddr.Lookup(c.cidrs, d.Addr, scope); ok {
+			dec.Reason, dec.Entry = ReasonCIDR, h.String()
 			return dec, true
 		}
 		return Decision{}, false
@@ -453,19 +460,43 @@ func (c *compiled) match(ctx context.Context, i int, d Dest, res Resolver, addrs
 	if len(c.cidrs) > 0 && res != nil {
 		if !*resolved {
 			*resolved = true
-			*addrs, *resolveErr = res.LookupNetIP(ctx, "ip", d.Host)
-			for j, a := range *addrs {
-				(*addrs)[j] = a.Unmap()
-			}
+			*addrs, *resolveErr = lookup(ctx, res, d.Host)
 		}
 		for _, a := range *addrs {
-			if p, ok := inCIDRs(c.cidrs, a); ok {
-				dec.Reason, dec.Entry = ReasonResolved, p.String()+" ("+a.String()+")"
+			if h, ok := ipaddr.Lookup(c.cidrs, a, scope); ok {
+				dec.Reason, dec.Entry = ReasonResolved, resolvedEntry(h, a)
 				return withAddrs(dec, *addrs, *resolveErr), true
 			}
 		}
 	}
 	return Decision{}, false
+}
+
+// resolvedEntry is the Entry of a name decided by its address a: "range
+// (address)", with the IPv4 address a carries when that is what matched.
+func resolvedEntry(h ipaddr.Hit, a netip.Addr) string {
+	if h.Via == ipaddr.EmbedNone {
+		return h.Prefix.String() + " (" + a.String() + ")"
+	}
+	return h.Prefix.String() + " (" + ipaddr.Plain(a).String() + ", " + h.Via.Human() + " of " + h.Addr.String() + ")"
+}
+
+// lookup resolves host once for Decide: the addresses as dialled (no zone,
+// IPv4-mapped as IPv4), in the resolver's order, never the resolver's own
+// slice modified.
+func lookup(ctx context.Context, res Resolver, host string) ([]netip.Addr, error) {
+	addrs, err := res.LookupNetIP(ctx, "ip", host)
+	for i, a := range addrs {
+		if p := ipaddr.Plain(a); p != a {
+			out := make([]netip.Addr, len(addrs))
+			copy(out, addrs[:i])
+			for j := i; j < len(addrs); j++ {
+				out[j] = ipaddr.Plain(addrs[j])
+			}
+			return out, err
+		}
+	}
+	return addrs, err
 }
 
 func withAddrs(d Decision, addrs []netip.Addr, err error) Decision {
@@ -489,15 +520,6 @@ func hasPort(ports []uint16, p uint16) bool {
 		}
 	}
 	return false
-}
-
-func inCIDRs(cidrs []netip.Prefix, a netip.Addr) (netip.Prefix, bool) {
-	for _, p := range cidrs {
-		if p.Contains(a) {
-			return p, true
-		}
-	}
-	return netip.Prefix{}, false
 }
 
 // matchSuffix walks host's label boundaries from the left, so the longest

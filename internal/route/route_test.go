@@ -275,3 +275,42 @@ func BenchmarkDecide(b *testing.B) {
 		})
 	}
 }
+
+// TestDenyCIDRsEverySpelling: a deny CIDR refuses every IPv6 spelling of
+// its IPv4 addresses, as a literal and as a name's answer (issue 21,
+// finding 5); an allow opens the address as dialled only.
+func TestDenyCIDRsEverySpelling(t *testing.T) {
+	tb, err := New([]Rule{
+		{Match: Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}, Action: Deny, Source: "DENY_CIDRS"},
+		{Match: Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}, Action: Direct, Source: "DIRECT_CIDRS"},
+	}, Upstream, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &fakeResolver{m: map[string][]netip.Addr{"dns64.test": addrs("64:ff9b::c000:209")}}
+	for _, tt := range []struct {
+		dest   string
+		action Action
+		entry  string
+	}{
+		{"192.0.2.9:443", Deny, "192.0.2.0/24"},
+		{"[::ffff:192.0.2.9]:443", Deny, "192.0.2.0/24"},
+		{"[64:ff9b::c000:209]:443", Deny, "192.0.2.0/24 (NAT64 of 192.0.2.9)"},
+		{"[64:ff9b::192.0.2.9]:443", Deny, "192.0.2.0/24 (NAT64 of 192.0.2.9)"},
+		{"[64:ff9b:1::c000:209]:443", Deny, "192.0.2.0/24 (local-use NAT64 of 192.0.2.9)"},
+		{"[2002:c000:209::1]:443", Deny, "192.0.2.0/24 (6to4 of 192.0.2.9)"},
+		{"[2001:0:c000:209::ffff]:443", Deny, "192.0.2.0/24 (Teredo server of 192.0.2.9)"},
+		{"[::c000:209]:443", Deny, "192.0.2.0/24 (IPv4-compatible of 192.0.2.9)"},
+		{"dns64.test:443", Deny, "192.0.2.0/24 (64:ff9b::c000:209, NAT64 of 192.0.2.9)"},
+		{"[::ffff:198.51.100.7]:443", Direct, "198.51.100.0/24"},
+		{"[64:ff9b::c633:6407]:443", Upstream, ""}, // an allow opens the address as dialled
+	} {
+		d, err := ParseDest(tt.dest, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec := tb.Decide(context.Background(), d, res); dec.Action != tt.action || dec.Entry != tt.entry {
+			t.Errorf("Decide(%s) = %v entry %q; want %v entry %q", tt.dest, dec.Action, dec.Entry, tt.action, tt.entry)
+		}
+	}
+}

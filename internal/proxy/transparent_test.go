@@ -341,8 +341,11 @@ func TestRouteTransparentPorts(t *testing.T) {
 	// The port always comes from the original destination, never from the
 	// Host header.
 	p := startRaw(t, proxyConf{hosts: map[string]string{"a.test": "127.0.0.1"}})
-	dest, dial, dec := p.routeTransparent(context.Background(), p.State(), netip.MustParseAddrPort("127.0.0.1:8080"),
+	a := &admission{st: p.State()}
+	a.names.s = p.Server
+	p.routeTransparent(context.Background(), &event{}, a, netip.MustParseAddrPort("127.0.0.1:8080"),
 		sniff.Result{Proto: sniff.HTTP, Host: "a.test", Port: 9999})
+	dest, dial, dec := a.dest, a.dial, a.dec
 	if dest.String() != "a.test:8080" || dial.Addr.String() != "127.0.0.1" || dial.Port != 8080 || dec.Action != route.Direct {
 		t.Errorf("dest %s dial %s/%s action %s", dest, dial, dial.Addr, dec.Action)
 	}

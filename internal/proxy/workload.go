@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,12 +98,16 @@ func (s *Server) identify(ctx context.Context, ev *event, auth string) *proxysta
 // judge applies the client's policy to what routing decided for a: a
 // policy deny refuses, a policy pool sends the traffic there, and an allow
 // leaves the gateway's decision (its own deny rules still refuse).
+//
+// The policy judges the same answer the routes judged (a.names), and what
+// both approved is what may be dialled: a direct decision keeps only the
+// addresses both approve (route.Decision.Addrs), and none left is a deny.
 func (s *Server) judge(ctx context.Context, ev *event, a *admission) {
 	r := ev.wl.Rules
 	if r == nil {
 		return
 	}
-	pd := r.Decide(ctx, a.dest, s.opts.Resolver)
+	pd := r.Decide(ctx, a.dest, &a.names)
 	wd := a.dec.WouldDeny
 	switch {
 	case pd.Action == route.Deny:
@@ -114,6 +119,14 @@ func (s *Server) judge(ctx context.Context, ev *event, a *admission) {
 		a.dec, a.dial = pd, a.dest
 	default:
 		ev.policyRule = pd.Detail()
+		if a.dec.Action == route.Direct {
+			addrs, ok := approved(a.dec.Addrs, pd.Addrs)
+			if !ok {
+				a.dec = unapproved(pd, "the gateway's route "+a.dec.Detail()+" and the policy approve no address in common")
+			} else {
+				a.dec.Addrs = addrs
+			}
+		}
 	}
 	if a.dec.Action != route.Deny {
 		if pd.WouldDeny != "" {
@@ -123,6 +136,42 @@ func (s *Server) judge(ctx context.Context, ev *event, a *admission) {
 		}
 	}
 	s.countVerdict(ev, a.dec)
+}
+
+// approved returns the addresses both x and y approve (each nil when it
+// did not judge addresses; both from one answer), in x's order, and false
+// when both judged and none is common.
+func approved(x, y []netip.Addr) ([]netip.Addr, bool) {
+	switch {
+	case y == nil:
+		return x, true
+	case x == nil:
+		return y, true
+	}
+	all := true
+	for _, a := range x {
+		if !slices.Contains(y, a) {
+			all = false
+			break
+		}
+	}
+	if all {
+		return x, len(x) > 0 // the usual case: y approves all x does
+	}
+	out := make([]netip.Addr, 0, min(len(x), len(y)))
+	for _, a := range x {
+		if slices.Contains(y, a) {
+			out = append(out, a)
+		}
+	}
+	return out, len(out) > 0
+}
+
+// unapproved turns dec, which let a destination through by some of its
+// addresses, into the deny of an address it did not approve; why is
+// appended to its source.
+func unapproved(dec route.Decision, why string) route.Decision {
+	return route.Decision{Action: route.Deny, Reason: dec.Reason, Rule: dec.Rule, Entry: dec.Entry, Source: dec.Source + ": " + why}
 }
 
 // admitWorkload takes the slot of the workload's limits.

@@ -108,8 +108,12 @@ type Decision struct {
 	Rule   int    // index of the matching rule; RuleDefault or RuleLoopback
 	Source string // where the deciding rule came from ("env DIRECT_CIDRS", "config routes[2]")
 	Entry  string // the matcher entry that decided (".svc", "10.0.0.0/8"), if any
-	// Addrs holds the destination's addresses when Decide resolved its name.
-	// A direct dial uses them, so the connection goes where the rule looked.
+	// Addrs holds the addresses the decision approves when Decide resolved
+	// the destination's name (nil when it did not): the whole answer of
+	// its one lookup, or — when a CIDR rule let the name through by its
+	// addresses (ReasonResolved) — only the addresses inside the rule's
+	// ranges. A direct dial uses them and nothing else, so the connection
+	// goes where the rule looked, from the same answer.
 	Addrs []netip.Addr
 	// ResolveErr is the lookup failure when resolution was tried and failed;
 	// the name then matched no CIDR rule.
@@ -462,12 +466,44 @@ func (c *compiled) match(ctx context.Context, i int, d Dest, res Resolver, addrs
 			*resolved = true
 			*addrs, *resolveErr = lookup(ctx, res, d.Host)
 		}
+		if scope == ipaddr.WithCarried {
+			// A deny closes the name when any of its addresses is inside.
+			for _, a := range *addrs {
+				if h, ok := ipaddr.Lookup(c.cidrs, a, scope); ok {
+					dec.Reason, dec.Entry = ReasonResolved, resolvedEntry(h, a)
+					return withAddrs(dec, *addrs, *resolveErr), true
+				}
+			}
+			return Decision{}, false
+		}
+		// Anything else lets the name through by the addresses inside
+		// its ranges, and only by those: they are all the decision
+		// approves, so a name answering [outside, inside] reaches only
+		// the inside address.
+		var first ipaddr.Hit
+		n := 0
 		for _, a := range *addrs {
 			if h, ok := ipaddr.Lookup(c.cidrs, a, scope); ok {
-				dec.Reason, dec.Entry = ReasonResolved, resolvedEntry(h, a)
-				return withAddrs(dec, *addrs, *resolveErr), true
+				if n == 0 {
+					first = h
+				}
+				n++
 			}
 		}
+		if n == 0 {
+			return Decision{}, false
+		}
+		approved := *addrs
+		if n < len(approved) {
+			approved = make([]netip.Addr, 0, n)
+			for _, a := range *addrs {
+				if ipaddr.Contains(c.cidrs, a) {
+					approved = append(approved, a)
+				}
+			}
+		}
+		dec.Reason, dec.Entry = ReasonResolved, resolvedEntry(first, first.Addr)
+		return withAddrs(dec, approved, *resolveErr), true
 	}
 	return Decision{}, false
 }

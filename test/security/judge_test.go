@@ -1,13 +1,145 @@
 package security
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil/dnstest"
 )
+
+// TestMixedAnswers (issue 21, finding 2): a name answering [forbidden,
+// allowed] reaches only the allowed address, by GET, CONNECT and SOCKS5,
+// when a policy's cidrs rule allows only that address and when the
+// gateway's own direct CIDR rule does; on the transparent listener the
+// original address must be one the rule approved. Before the fix the rule
+// matched the name by its allowed address and the dial tried every answer,
+// the forbidden one first.
+func TestMixedAnswers(t *testing.T) {
+	answers := dnstest.Fixed(map[string][]string{"mixed.test": {forbiddenIP, allowedIP}})
+	for _, by := range []string{"policy", "routes"} {
+		t.Run(by, func(t *testing.T) {
+			var rules []route.Rule
+			if by == "routes" {
+				rules = []route.Rule{
+					{Match: route.Match{CIDRs: []netip.Prefix{netip.MustParsePrefix(allowedIP + "/32")}}, Action: route.Direct, Source: "test DIRECT_CIDRS"},
+					{Match: route.Match{Any: true}, Action: route.Deny, Source: "test default deny"},
+				}
+			}
+			g := startGateway(t, rules, answers)
+			if by == "policy" {
+				g.policy(t, "mixed", "  default: deny\n  egress:\n  - {action: allow, cidrs: ["+allowedIP+"/32]}\n")
+			}
+			forbidden, allowed, port := origins(t, "")
+			for _, kind := range listeners {
+				t.Run(kind, func(t *testing.T) {
+					src := g.pod("mixed")
+					if kind == "transparent" {
+						// The name resolves to the original address, but the
+						// rule approves only the other one: refused.
+						body, _ := g.get(t, kind, src, "", "mixed.test", addrPort(forbiddenIP, port))
+						if body != "" {
+							t.Errorf("a Host naming mixed.test towards %s got %q", forbiddenIP, body)
+						}
+						want := map[string]string{"error": "http_request_denied"}
+						if by == "policy" {
+							want["dest"] = "mixed.test" // routes: the address's own deny wins first
+						}
+						wantFields(t, g.line(t, kind, src), want)
+						src = g.pod("mixed")
+						if body, st := g.get(t, kind, src, "", "mixed.test", addrPort(allowedIP, port)); body != "hello from allowed" {
+							t.Errorf("towards the approved address: %q %d", body, st)
+						}
+					} else if body, st := g.get(t, kind, src, "mixed.test:"+port, "mixed.test:"+port, netip.AddrPort{}); body != "hello from allowed" {
+						t.Errorf("got %q (status %d), want the allowed origin", body, st)
+					}
+					if forbidden.reached() {
+						t.Errorf("the forbidden address %s was reached (%d connections)", forbiddenIP, forbidden.conns.Load())
+					}
+				})
+			}
+			if allowed.conns.Load() == 0 {
+				t.Error("the allowed origin was never reached")
+			}
+		})
+	}
+}
+
+// TestPooledConnectionApproved (issue 21, finding 2): a kept-alive origin
+// connection is reused only for a request whose decision approves the
+// address it goes to. A workload allowed everything fetches mixed.test
+// (the gateway dials its first answer, the forbidden address, and keeps
+// the connection); then a workload allowed only the other address fetches
+// the same URL and must not get the pooled connection.
+func TestPooledConnectionApproved(t *testing.T) {
+	g := startGateway(t, nil, dnstest.Fixed(map[string][]string{"mixed.test": {forbiddenIP, allowedIP}}))
+	g.policy(t, "open", "  default: allow\n  egress: []\n")
+	g.policy(t, "narrow", "  default: deny\n  egress:\n  - {action: allow, cidrs: ["+allowedIP+"/32]}\n")
+	forbidden, _, port := origins(t, "")
+	dest := "mixed.test:" + port
+	fetch := func(src string) string {
+		c := dialFrom(t, src, g.http)
+		defer c.Close()
+		fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := fetch(g.pod("open")); got != "hello from forbidden" {
+		t.Fatalf("the open workload got %q, want the first answer's origin", got)
+	}
+	if got := fetch(g.pod("narrow")); got != "hello from allowed" {
+		t.Errorf("the narrow workload got %q through a pooled connection", got)
+	}
+	if n := forbidden.conns.Load(); n != 1 {
+		t.Errorf("the forbidden origin had %d connections, want the open workload's 1", n)
+	}
+}
+
+// TestRebinding (issue 21, finding 2): a policy's deny CIDR is not a DNS
+// rebinding race. The name answers the allowed address to its first lookup
+// and the denied one to every later lookup (TTL 0): the decision and the
+// dial use one answer, so the denied address is never dialled. Before the
+// fix the policy judged the first answer and the dial resolved again.
+func TestRebinding(t *testing.T) {
+	answer := func(name string, n int) []netip.Addr {
+		if !strings.HasPrefix(name, "rebind-") {
+			return nil
+		}
+		if n == 1 {
+			return []netip.Addr{netip.MustParseAddr(allowedIP)}
+		}
+		return []netip.Addr{netip.MustParseAddr(forbiddenIP)}
+	}
+	g := startGateway(t, nil, answer)
+	g.policy(t, "rebind", "  default: allow\n  egress:\n  - {action: deny, cidrs: ["+forbiddenIP+"/32]}\n")
+	forbidden, _, port := origins(t, "")
+	for _, kind := range []string{"http", "connect", "socks5"} {
+		t.Run(kind, func(t *testing.T) {
+			name := "rebind-" + kind + ".test"
+			src := g.pod("rebind")
+			body, st := g.get(t, kind, src, name+":"+port, name+":"+port, netip.AddrPort{})
+			if body != "hello from allowed" {
+				t.Errorf("got %q (status %d), want the allowed origin (the one answer judged)", body, st)
+			}
+			if forbidden.reached() {
+				t.Errorf("the denied address %s was reached after the name rebound to it", forbiddenIP)
+			}
+			if n := g.dns.Asked(name); n != 1 {
+				t.Errorf("%s was looked up %d times for one request, want 1", name, n)
+			}
+		})
+	}
+}
 
 // TestEmbeddedIPv4Denied (issue 21, finding 5): every IPv6 spelling of a
 // denied IPv4 address — NAT64 64:ff9b::/96 in hex and dotted form, local-use

@@ -104,7 +104,6 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 		s.failRaw(ctx, ev, &proxystatus.Error{Type: e.Type, Detail: "client closed before its first bytes were read: " + errText(err), Err: err}, 0)
 		return
 	}
-
 	wctx, stop := watchClient(ctx, c, nil, nil)
 	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
 	var sc *Conn
@@ -147,11 +146,11 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 //     upstream reaches what the name says, exactly what an explicit client
 //     naming it would get, never the unverified address — judged by the
 //     name, reached by the name;
-//   - a direct decision for the name dials the original address, never a
-//     new resolution of the name. When the address alone would not go
-//     direct, the name must resolve to that address (the one lookup the
-//     routes and the policy judge); otherwise the name is ignored and the
-//     connection is routed by its address.
+//   - a direct decision for the name dials the original address, so the
+//     name is accepted only when its one lookup (the answer the routes and
+//     the policy judge) includes that address; otherwise the name is
+//     ignored, a warning is logged with the name (sniffed_name in the access
+//     log), and the connection is routed, judged and dialled by its address.
 func (s *Server) routeTransparent(ctx context.Context, ev *event, a *admission, orig netip.AddrPort, res sniff.Result) {
 	ip := ipaddr.Plain(orig.Addr())
 	byAddr := route.Dest{Host: ip.String(), Port: orig.Port(), Addr: ip}
@@ -178,14 +177,8 @@ func (s *Server) routeTransparent(ctx context.Context, ev *event, a *admission, 
 		a.dest, a.dial, a.dec = byName, byName, nameDec
 		return
 	}
-	// Direct by name: the original address is dialled.
-	if addrDec.Action == route.Direct {
-		a.dest, a.dial, a.dec = byName, byName, nameDec
-		a.dial.Addr = orig.Addr()
-		return
-	}
-	// When the address alone would not go direct, the name must resolve
-	// to it.
+	// Direct by name: the original address is dialled, so the name must
+	// stand for it.
 	addrs, _ := a.names.LookupNetIP(ctx, "ip", byName.Host)
 	for _, x := range addrs {
 		if ipaddr.Plain(x) == ip {
@@ -194,6 +187,7 @@ func (s *Server) routeTransparent(ctx context.Context, ev *event, a *admission, 
 			return
 		}
 	}
+	ev.sniffedName = byName.Host
 	s.log.Warn("transparent: sniffed name does not resolve to the original destination; routing by address",
 		"name", byName.Host, logOrigDst, orig.String(), "name_route", nameDec.Detail(), "addr_route", addrDec.Detail())
 }

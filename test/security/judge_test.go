@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil/dnstest"
@@ -138,6 +139,51 @@ func TestRebinding(t *testing.T) {
 				t.Errorf("%s was looked up %d times for one request, want 1", name, n)
 			}
 		})
+	}
+}
+
+// TestSniffedNameMustResolveToOriginal (issue 21, finding 1): on the
+// transparent listener, a policy that allows only allowed.test is not
+// walked around by sending Host: allowed.test (or SNI allowed.test)
+// towards another address. The name is accepted only when it resolves to
+// the original destination; otherwise the connection is judged — and
+// logged — by its address. Before the fix the policy judged the name and
+// the connection was dialled to the original address.
+func TestSniffedNameMustResolveToOriginal(t *testing.T) {
+	g := startGateway(t, nil, dnstest.Fixed(map[string][]string{"allowed.test": {allowedIP}}))
+	g.policy(t, "lie", "  default: deny\n  egress:\n  - {action: allow, hosts: [allowed.test]}\n")
+	forbidden, allowed, port := origins(t, "")
+
+	t.Run("http", func(t *testing.T) {
+		src := g.pod("lie")
+		body, st := g.get(t, "transparent", src, "", "allowed.test", addrPort(forbiddenIP, port))
+		if body != "" || st != 403 {
+			t.Errorf("Host: allowed.test towards %s: %q %d, want a 403", forbiddenIP, body, st)
+		}
+		wantFields(t, g.line(t, "transparent", src), map[string]string{"dest": forbiddenIP + ":" + port,
+			"sniffed_name": "allowed.test", "error": "http_request_denied"})
+	})
+	t.Run("tls", func(t *testing.T) {
+		src := g.pod("lie")
+		c, _, _ := g.open(t, "transparent", src, "", addrPort(forbiddenIP, port))
+		c.Write(clientHello(t, "allowed.test", nil))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.Read(make([]byte, 1)) // closed by the gateway (the origin never answers TLS)
+		c.Close()
+		wantFields(t, g.line(t, "transparent", src), map[string]string{"dest": forbiddenIP + ":" + port,
+			"sniffed_name": "allowed.test", "error": "http_request_denied"})
+	})
+	if forbidden.reached() {
+		t.Errorf("the forbidden address %s was reached with a name that does not resolve to it", forbiddenIP)
+	}
+	// The truth still passes: the name resolves to the original address.
+	src := g.pod("lie")
+	if body, st := g.get(t, "transparent", src, "", "allowed.test", addrPort(allowedIP, port)); body != "hello from allowed" {
+		t.Errorf("Host: allowed.test towards %s: %q %d", allowedIP, body, st)
+	}
+	wantFields(t, g.line(t, "transparent", src), map[string]string{"dest": "allowed.test:" + port, "sniffed_name": ""})
+	if allowed.conns.Load() == 0 {
+		t.Error("the allowed origin was never reached")
 	}
 }
 

@@ -94,7 +94,25 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 		return
 	}
 
-	res, err := sniff.Sniff(c, o.Sniff)
+	// The workload is known before sniffing: under its policy's SNI check
+	// the ClientHello is awaited as long as a CONNECT tunnel's, and a
+	// sniff that cannot finish is a failed check, never "no name".
+	sopts, check, enforce := o.Sniff, false, false
+	if s.opts.Workloads != nil {
+		if e := s.identify(ctx, ev, ""); e != nil {
+			c.Close()
+			s.failRaw(ctx, ev, e, e.Code())
+			return
+		}
+		if r := ev.wl.Rules; r != nil {
+			check, enforce = r.SNI(orig.Port())
+		}
+		if check {
+			sopts.FirstByteTimeout = max(sopts.FirstByteTimeout, sniTimeout)
+			sopts.Timeout = max(sopts.Timeout, sniTimeout)
+		}
+	}
+	res, err := sniff.Sniff(c, sopts)
 	ev.sniffed = res.Proto.String()
 	if err != nil && !(errors.Is(err, io.EOF) && len(res.Peeked) > 0) {
 		// The client reset, or closed before sending anything: nothing to
@@ -104,8 +122,23 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 		s.failRaw(ctx, ev, &proxystatus.Error{Type: e.Type, Detail: "client closed before its first bytes were read: " + errText(err), Err: err}, 0)
 		return
 	}
+	var sniNote string
+	if check {
+		if why := unfinished(res, err); why != "" {
+			detail := "SNI check could not finish: " + why + " (" + ev.wl.Policy + ")"
+			if e := s.sniVerdict(ev, detail, enforce); e != nil {
+				s.refuseTransparent(ctx, ev, c, res.Proto, e)
+				return
+			}
+			sniNote, ev.dec.WouldDeny = ev.dec.WouldDeny, ""
+		}
+	}
+
 	wctx, stop := watchClient(ctx, c, nil, nil)
 	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	if sniNote != "" && ev.dec.WouldDeny == "" {
+		ev.dec.WouldDeny = sniNote
+	}
 	var sc *Conn
 	if e == nil {
 		sc, err = s.open(wctx, ev, a)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -256,13 +257,17 @@ func logWorkload(l *logLine, ev *event) {
 // sniTimeout bounds the wait for a tunnel's ClientHello.
 const sniTimeout = 3 * time.Second
 
-// checkSNI reads the ClientHello a CONNECT client sends into its tunnel
-// (c, after early, the bytes already buffered) when its policy asks for
-// it, and compares the server name with the CONNECT target. It returns
-// the bytes read, to be relayed first, and the refusal when the names
-// differ and the policy enforces the check; a mismatch under a report-only
-// check is logged as would_deny. An IP-literal target is not compared (a
-// name is not an address), and a client that sends no TLS is let through.
+// checkSNI reads the ClientHello a client sends into its tunnel to a name
+// (CONNECT, SOCKS5; c, after early, the bytes already buffered) when its
+// policy asks for it, and compares the server name with the tunnel's
+// target. It returns the bytes read, to be relayed first, and the refusal
+// when the check fails under enforce: the names differ, or the check could
+// not finish — the ClientHello did not arrive whole within the 3 s (a
+// client that sends nothing at all included), is larger than the 16 KiB
+// read, does not parse, or the client closed first. Under a report-only
+// check a failure is logged as would_deny. An IP-literal target is not
+// compared (a name is not an address); a client that sends something that
+// is not TLS, or a ClientHello without a server name, is let through.
 func (s *Server) checkSNI(ev *event, a *admission, c net.Conn, early []byte) ([]byte, *proxystatus.Error) {
 	r := ev.wl.Rules
 	if r == nil {
@@ -273,23 +278,56 @@ func (s *Server) checkSNI(ev *event, a *admission, c net.Conn, early []byte) ([]
 		return early, nil
 	}
 	res, err := sniff.Sniff(&prefixConn{Conn: c, prefix: early}, sniff.Options{FirstByteTimeout: sniTimeout, Timeout: sniTimeout})
-	if err != nil || res.Proto != sniff.TLS || res.Host == "" {
-		return res.Peeked, nil
+	var detail string
+	if why := unfinished(res, err); why != "" {
+		detail = "SNI check could not finish: " + why + " (" + ev.wl.Policy + ")"
+	} else {
+		if res.Proto != sniff.TLS || res.Host == "" {
+			return res.Peeked, nil
+		}
+		ev.sni = res.Host
+		name := strings.TrimSuffix(strings.ToLower(res.Host), ".")
+		if name == a.dest.Host {
+			return res.Peeked, nil
+		}
+		detail = "TLS server name " + name + " is not the CONNECT target " + a.dest.Host + " (" + ev.wl.Policy + ")"
 	}
-	ev.sni = res.Host
-	name := strings.TrimSuffix(strings.ToLower(res.Host), ".")
-	if name == a.dest.Host {
-		return res.Peeked, nil
-	}
-	detail := "TLS server name " + name + " is not the CONNECT target " + a.dest.Host + " (" + ev.wl.Policy + ")"
+	return res.Peeked, s.sniVerdict(ev, detail, enforce)
+}
+
+// sniVerdict is the outcome of a failed SNI check: the refusal under
+// enforce (counted), else nil with would_deny noted on ev.
+func (s *Server) sniVerdict(ev *event, detail string, enforce bool) *proxystatus.Error {
 	if !enforce {
 		if ev.dec.WouldDeny == "" {
 			ev.dec.WouldDeny = "sni " + detail
 		}
-		return res.Peeked, nil
+		return nil
 	}
 	s.countPolicy("sni")
-	return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: detail}
+	return &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: detail}
+}
+
+// unfinished says why a sniff that a check needs did not finish ("" when it
+// did): err and res.Cut are Sniff's.
+func unfinished(res sniff.Result, err error) string {
+	what := "the ClientHello"
+	if res.Proto == sniff.HTTP {
+		what = "the request's header"
+	}
+	switch {
+	case err != nil || res.Cut == sniff.CutClosed:
+		return "the client closed before " + what + " was complete"
+	case res.Cut == sniff.CutTimeout && len(res.Peeked) == 0:
+		return "nothing was sent within " + sniTimeout.String()
+	case res.Cut == sniff.CutTimeout:
+		return what + " was not complete after " + sniTimeout.String() + " (" + strconv.Itoa(len(res.Peeked)) + " bytes)"
+	case res.Cut == sniff.CutMaxBytes:
+		return what + " is larger than the " + strconv.Itoa(len(res.Peeked)) + " bytes read"
+	case res.Cut == sniff.CutMalformed:
+		return what + " does not parse"
+	}
+	return ""
 }
 
 // proxyAuth is a request's Proxy-Authorization value, "" when none.

@@ -212,11 +212,11 @@ func (s *Server) dialable(st *State, dest route.Dest, dec route.Decision, addrs 
 func (s *Server) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	addrs, err := s.opts.Resolver.LookupNetIP(ctx, "ip", host)
 	if s.m != nil {
-		res := "ok"
 		if err != nil {
-			res = "error"
+			s.dnsErr.Inc()
+		} else {
+			s.dnsOK.Inc()
 		}
-		s.m.DNSLookups.WithLabelValues(res).Inc()
 	}
 	return addrs, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/logging"
 
 	"github.com/spf13/cobra"
@@ -83,14 +83,14 @@ func (d *discoveryFlags) options() (discovery.Options, error) {
 		o.MetadataAddresses = []string{}
 	}
 	for _, s := range d.serviceCIDRs {
-		p, err := netip.ParsePrefix(s)
+		p, err := ipaddr.ParsePrefix(s)
 		if err != nil {
 			return o, fmt.Errorf("--service-cidr: %w", err)
 		}
 		o.ServiceCIDRs = append(o.ServiceCIDRs, p)
 	}
 	for _, s := range d.podCIDRs {
-		p, err := netip.ParsePrefix(s)
+		p, err := ipaddr.ParsePrefix(s)
 		if err != nil {
 			return o, fmt.Errorf("--pod-cidr: %w", err)
 		}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"egret.io/egret/internal/ipaddr"
 )
 
 // Read gathers Inputs from the cluster through r (an informer cache or a
@@ -32,7 +34,7 @@ func Read(ctx context.Context, r client.Reader, o Options) (Inputs, error) {
 	}
 	for _, sc := range scs.Items {
 		for _, c := range sc.Spec.CIDRs {
-			if p, err := netip.ParsePrefix(c); err == nil {
+			if p, err := ipaddr.ParsePrefix(c); err == nil {
 				in.ServiceCIDRs[sc.Name] = append(in.ServiceCIDRs[sc.Name], p)
 			}
 		}
@@ -48,7 +50,7 @@ func Read(ctx context.Context, r client.Reader, o Options) (Inputs, error) {
 			cidrs = []string{n.Spec.PodCIDR}
 		}
 		for _, c := range cidrs {
-			if p, err := netip.ParsePrefix(c); err == nil {
+			if p, err := ipaddr.ParsePrefix(c); err == nil {
 				in.NodePodCIDRs[n.Name] = append(in.NodePodCIDRs[n.Name], p)
 			}
 		}

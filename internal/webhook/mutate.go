@@ -11,6 +11,7 @@ import (
 
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/noproxy"
+	"egret.io/egret/internal/stamp"
 )
 
 // Input is what Mutate and Validate know besides the pod.
@@ -26,6 +27,10 @@ type Input struct {
 	// Trust is the CA bundle egret last published; nil before it is built
 	// (Mutate then injects no CA, with a warning).
 	Trust *TrustState
+	// TrustBundle is the TrustConfigMapName ConfigMap in the pod's
+	// namespace as it is now; nil when there is none. Mutate mounts it
+	// only when it is egret's and holds exactly Trust's bundle.
+	TrustBundle *TrustBundle
 }
 
 // MutateResult is the outcome of Mutate.
@@ -182,7 +187,19 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		}
 		out.Pod.Annotations[InjectedAnnotation] = mode.String()
 	}
-	injectTrust(&out, in, w)
+	st := stamp.Stamp{Mode: mode.String(), NoProxy: stamp.Hash(noProxy.Value()), Proxy: proxyURL}
+	if mode != Gateway {
+		st.Image, st.ProxyUID = p.Image, stamp.UID(ProxyUID)
+	}
+	if mode == Transparent {
+		st.IptablesImage = p.IptablesImage
+	}
+	st.Trust = injectTrust(&out, in, w)
+	if out.Denied != "" {
+		out.Pod, out.Mode = pod.DeepCopy(), 0
+		return out
+	}
+	out.Pod.Annotations[stamp.Annotation] = st.Encode()
 	out.Warnings = append(out.Warnings, w.list()...)
 	return out
 }

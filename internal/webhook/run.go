@@ -20,10 +20,12 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/metrics"
 )
 
 // Options configure Run.
@@ -147,13 +149,18 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	wm := metrics.WebhookOn(ctrlmetrics.Registry)
 	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient()}
 	if policy.Trust != nil {
-		tc := &TrustController{Policy: policy.Trust}
+		bundles, err := NewTrustBundles(mgr)
+		if err != nil {
+			return err
+		}
+		tc := &TrustController{Policy: policy.Trust, Bundles: bundles, Metrics: wm}
 		if err := tc.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		h.Trust = tc.Current
+		h.Trust, h.TrustBundle = tc.Current, bundles.Get
 	}
 	server.Register(MutatePath, h.Mutator())
 	server.Register(ValidatePath, h.Validator())

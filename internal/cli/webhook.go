@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/webhook"
 )
 
@@ -58,7 +59,11 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 			o.Config = cfg
 			o.Policy = pc
 			o.LeaderElection = leader
-			o.Hosts = append([]string{service + "." + o.Namespace + ".svc", service + "." + o.Namespace + ".svc." + df.clusterDomain}, hosts...)
+			domain := df.clusterDomain
+			if domain == "" {
+				domain = discovery.DefaultClusterDomain
+			}
+			o.Hosts = append([]string{service + "." + o.Namespace + ".svc", service + "." + o.Namespace + ".svc." + domain}, hosts...)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return webhook.Run(ctx, o)

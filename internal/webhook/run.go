@@ -131,7 +131,7 @@ func Run(ctx context.Context, o Options) error {
 	// The manager adds its webhook server as a runnable only when asked for
 	// it: take it from the manager, never from our own variable.
 	server := mgr.GetWebhookServer()
-	disc := &discovery.Controller{Options: o.Discovery, OwnNamespace: o.Namespace}
+	disc := &discovery.Controller{Options: o.Discovery, OwnNamespace: o.Namespace, Kubelet: discovery.KubeletConfigzFrom(cs)}
 	var gate *leaderGate
 	if o.LeaderElection {
 		gate = &leaderGate{cs: cs, namespace: o.Namespace, name: LeaseName, onElected: disc.Resync,

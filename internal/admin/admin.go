@@ -91,6 +91,7 @@ type CredentialStatus struct {
 // ConfigStatus describes live reloads of the configuration.
 type ConfigStatus struct {
 	File       string    `json:"file,omitempty"`
+	EnvDir     string    `json:"env_dir,omitempty"` // the settings directory (EGRET_ENV_DIR), watched like the file
 	LastReload time.Time `json:"last_reload,omitzero"`
 	LastError  string    `json:"last_error,omitempty"` // the last reload failed: the configuration before it stays in force
 	// NeedsRestart names settings the last reload changed that take effect

@@ -39,6 +39,7 @@ var Keys = []Key{
 	{Env: "PROXY_SCHEME", Help: "scheme for PROXY_HOST: http (default), https or socks5"},
 	{Env: "PROXY_USER", Help: "user name for upstream members given without credentials"},
 	{Env: "PROXY_PASS", Help: "password for upstream members given without credentials"},
+	{Env: "EGRET_ENV_DIR", Flag: "env-dir", Help: "directory of files named after these variables (a mounted Secret or ConfigMap, e.g. the key UPSTREAM_PROXY), read as if set in the environment — a variable set in the environment wins — and watched: a change reloads routes, rules and pools"},
 	{Env: "PROXY_CREDENTIALS_DIR", Flag: "credentials-dir", Help: "directory with username and password files (a mounted Secret; for auth=negotiate members a keytab may stand in for the password, beside a krb5.conf) for members without credentials, re-read on change (default /var/run/secrets/proxy when present)"},
 	{Env: "EGRET_CREDENTIALS_CHECK_INTERVAL", Flag: "credentials-check-interval", Help: "safety-net re-read of the credential and member files (default 10s)"},
 	{Env: "EGRET_UPSTREAM_TOKEN_FILE", Flag: "upstream-token-file", Help: "file with the pod's projected service-account token (audience egret), sent as Proxy-Authorization: Bearer to members without credentials — the gateway, which then knows the pod — and re-read on change"},

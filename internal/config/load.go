@@ -44,6 +44,10 @@ func Load(src Sources) (*Proxy, error) {
 	if src.ReadFile == nil {
 		src.ReadFile = os.ReadFile
 	}
+	envDirPath, envNotes, err := layerEnvDir(&src)
+	if err != nil {
+		return nil, err
+	}
 	f := &File{}
 	var pos positions
 	var parse Problems
@@ -62,7 +66,27 @@ func Load(src Sources) (*Proxy, error) {
 		// Every problem at once: the file's and those of its values.
 		return nil, locate(err, parse, src.File, pos)
 	}
+	p.EnvDir = envDirPath
+	p.Notes = append(envNotes, p.Notes...)
 	return p, nil
+}
+
+// layerEnvDir puts the settings directory, when one is set, under src.Env.
+func layerEnvDir(src *Sources) (string, []string, error) {
+	path, ok := src.Flags[EnvDirKey]
+	if !ok {
+		path, _ = src.Env(EnvDirKey)
+	}
+	if path = strings.TrimSpace(path); path == "" {
+		return "", nil, nil
+	}
+	d, err := readEnvDir(path, src.ReadFile)
+	if err != nil {
+		return "", nil, err
+	}
+	var notes []string
+	src.Env, notes = d.layer(src.Env)
+	return path, notes, nil
 }
 
 // ParseFile decodes a YAML configuration strictly. Its error is Problems:

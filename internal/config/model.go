@@ -99,6 +99,10 @@ type Proxy struct {
 	// them at start (trust.VerifyDir) and refuses to run on another bundle.
 	TrustDir, TrustDigest string
 
+	// EnvDir is the settings directory (EGRET_ENV_DIR) the configuration
+	// was read with, "" when none: a change there calls for a reload.
+	EnvDir string
+
 	// Notes are non-fatal remarks to log at start (never secrets): an
 	// upstream variable ignored because it points at egret itself, both
 	// cases of a variable disagreeing, ...

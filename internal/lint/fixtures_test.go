@@ -16,6 +16,8 @@ import (
 var brokenWant = map[string][]string{
 	"case-mismatch.yaml":            {idCaseMismatch},
 	"cidr-python.yaml":              {idNoProxyIgnored},
+	"config-files.yaml":             {idConfigFileNoProxy, idConfigFileCredentials, idConfigFileProxy, idContainerdMirror},
+	"maven-no-proxy.yaml":           {idMavenSettingsProxy},
 	"dependent-vars-unencoded.yaml": {idURLUnencoded},
 	"credentials-in-value.yaml":     {idCredentialsCleartext, idCredentialsInValue},
 	"curl-uppercase.yaml":           {idCurlUpper},

@@ -24,6 +24,10 @@ func (r Rule) Scope() string {
 // file. rules_test.go checks the order, the IDs and that every rule is
 // documented in docs/lint.md.
 var rules = []Rule{
+	ruleConfigFileNoProxy,
+	ruleConfigFileCredentials,
+	ruleConfigFileProxy,
+	ruleContainerdMirror,
 	ruleCurlUpper,
 	ruleGatewayAntiAffinity,
 	ruleGatewayNetworkPolicy,
@@ -33,6 +37,7 @@ var rules = []Rule{
 	ruleJVMNonProxyHosts,
 	ruleJVMProxyProps,
 	ruleJVMTrustStore,
+	ruleMavenSettingsProxy,
 	ruleNoProxyIgnored,
 	ruleNoProxyIncomplete,
 	ruleNoProxyMissing,

@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"path/filepath"
 	"reflect"
 	"time"
 
@@ -35,7 +36,7 @@ func (p *process) reloadStatus() *admin.ConfigStatus {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return &admin.ConfigStatus{File: p.o.ConfigFile, LastReload: p.reloads.at, LastError: p.reloads.err, NeedsRestart: p.reloads.restart}
+	return &admin.ConfigStatus{File: p.o.ConfigFile, EnvDir: p.cfg.EnvDir, LastReload: p.reloads.at, LastError: p.reloads.err, NeedsRestart: p.reloads.restart}
 }
 
 // watchReloads reloads on SIGHUP and on a change of the configuration
@@ -44,7 +45,7 @@ func (p *process) watchReloads() {
 	if p.o.Reload == nil {
 		return
 	}
-	changed := make(chan struct{}, 1)
+	changed, envChanged := make(chan struct{}, 1), make(chan struct{}, 1)
 	if file := p.o.ConfigFile; file != "" {
 		w := &watch.Files{
 			Paths:    []string{file},
@@ -61,6 +62,9 @@ func (p *process) watchReloads() {
 		w.Read() // the file was read at start: report changes from now on
 		go w.Run(p.bg)
 	}
+	if dir := p.current().EnvDir; dir != "" {
+		p.watchEnvDir(dir, envChanged)
+	}
 	go func() {
 		for {
 			select {
@@ -70,9 +74,38 @@ func (p *process) watchReloads() {
 				p.reload("SIGHUP")
 			case <-changed:
 				p.reload("file changed")
+			case <-envChanged:
+				p.reload("settings directory changed")
 			}
 		}
 	}()
+}
+
+// watchEnvDir signals changed when a file of the settings directory
+// appears, changes or goes (a mounted Secret created after the pod started,
+// or updated: the kubelet swaps its ..data link). Only the names the
+// configuration reads are watched.
+func (p *process) watchEnvDir(dir string, changed chan<- struct{}) {
+	names := config.EnvDirNames()
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = filepath.Join(dir, n)
+	}
+	w := &watch.Files{
+		Paths:    paths,
+		Optional: paths,
+		Interval: p.current().Credentials.CheckInterval,
+		Load: func([][]byte) error {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+			return nil
+		},
+		Failed: func(err error) { p.log.Warn("settings directory unreadable", "dir", dir, "error", err.Error()) },
+	}
+	w.Read() // the directory was read at start: report changes from now on
+	go w.Run(p.bg)
 }
 
 // reload re-reads the configuration and swaps its routes, rules and pools

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"egret.io/egret/internal/testutil/secretvol"
 )
 
 // swapFile replaces path the way the kubelet updates a mounted ConfigMap:
@@ -125,4 +127,56 @@ func TestLiveReload(t *testing.T) {
 			t.Error("the log does not name the settings a reload cannot apply")
 		}
 	})
+}
+
+// TestEnvDirReload is the gateway's upstream Secret created after the
+// gateway started (docs/kubernetes.md's order): mounted as the settings
+// directory, it takes effect without a restart — direct before, through
+// the upstream after, through the new upstream after a change, direct again
+// once it is deleted — and the status page names the directory.
+func TestEnvDirReload(t *testing.T) {
+	_, port := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "direct") }))
+	upstreamProxy := func(name string) string {
+		_, p := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// A forward proxy's request line carries the absolute URI.
+			if r.URL.Host == "" {
+				http.Error(w, "not a proxy request", http.StatusBadRequest)
+				return
+			}
+			io.WriteString(w, "via "+name)
+		}))
+		return "http://127.0.0.1:" + p
+	}
+	up1, up2 := upstreamProxy("up1"), upstreamProxy("up2")
+	vol := secretvol.New(t, nil)
+	e := runEgret(t, map[string]string{"EGRET_ENV_DIR": vol.Dir, "EGRET_CREDENTIALS_CHECK_INTERVAL": "200ms"}, "", map[string]string{"origin.test": "127.0.0.1"})
+	get := func() string {
+		code, body, err := curl(t, e.Proxy, "http://origin.test:"+port+"/", false)
+		if err != nil || code != "200" {
+			return fmt.Sprintf("%s %v", code, err)
+		}
+		return body
+	}
+	if got := get(); got != "direct" {
+		t.Fatalf("no upstream Secret yet: %q", got)
+	}
+	vol.Update(t, map[string]string{"UPSTREAM_PROXY": up1})
+	waitFor(t, func() bool { return get() == "via up1" })
+	vol.Update(t, map[string]string{"UPSTREAM_PROXY": up2})
+	waitFor(t, func() bool { return get() == "via up2" })
+	// A value that does not validate keeps the one in force.
+	vol.Update(t, map[string]string{"UPSTREAM_PROXY": "ftp://bad"})
+	waitFor(t, func() bool {
+		return strings.Contains(e.metrics(t), `egret_config_reloads_total{result="error",what="config"} 1`)
+	})
+	if got := get(); got != "via up2" {
+		t.Errorf("after a bad value: %q", got)
+	}
+	vol.Update(t, map[string]string{})
+	os.Remove(filepath.Join(vol.Dir, "UPSTREAM_PROXY"))
+	waitFor(t, func() bool { return get() == "direct" })
+	cfg, _ := statusJSON(t, e)["config"].(map[string]any)
+	if cfg["env_dir"] != vol.Dir {
+		t.Errorf("status page config: %v", cfg)
+	}
 }

@@ -179,7 +179,13 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		injectEnv(&spec.Containers[i], want, w)
 	}
 	if mode != Gateway {
+		had := slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == SidecarName })
 		addSidecars(spec, mode, p, noProxy)
+		if !had {
+			if why := customizeSidecar(out.Pod, p); why != "" {
+				return MutateResult{Pod: pod.DeepCopy(), Denied: why}
+			}
+		}
 	}
 	if out.Pod.Annotations[InjectedAnnotation] != mode.String() {
 		if out.Pod.Annotations == nil {

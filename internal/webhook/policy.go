@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Annotations and labels egret reads on pods and namespaces.
@@ -147,6 +149,11 @@ type Config struct {
 	// projected service-account token (token.go), for a gateway that
 	// identifies workloads (EGRET_POLICY).
 	GatewayToken bool
+	// SidecarResources are the injected sidecar's resources ("" keeps the
+	// built-in ones); pods override them with annotations (sidecarres.go).
+	SidecarResources SidecarResources
+	// ImagePullSecrets are added to the pods egret gives a sidecar.
+	ImagePullSecrets []string
 }
 
 // Policy is a validated Config. It is immutable; build a new one to change it.
@@ -162,6 +169,9 @@ type Policy struct {
 	NativeSidecars bool
 	Trust          *TrustPolicy // nil: no CA injection
 	GatewayToken   bool
+	// SidecarResources holds the flags' quantities by resourceSettings index.
+	SidecarResources map[int]resource.Quantity
+	ImagePullSecrets []string
 }
 
 // Compile validates c into a Policy. ownNamespace is always excluded, and so
@@ -170,6 +180,16 @@ func (c Config) Compile(ownNamespace string) (*Policy, error) {
 	var errs []error
 	p := &Policy{Image: c.Image, IptablesImage: c.IptablesImage, UpstreamSecret: c.UpstreamSecret,
 		NativeSidecars: c.NativeSidecars, Excluded: map[string]bool{"kube-system": true}, GatewayToken: c.GatewayToken}
+	if sr, err := c.SidecarResources.compile(); err != nil {
+		errs = append(errs, err)
+	} else {
+		p.SidecarResources = sr
+	}
+	for _, s := range c.ImagePullSecrets {
+		if s = strings.TrimSpace(s); s != "" {
+			p.ImagePullSecrets = append(p.ImagePullSecrets, s)
+		}
+	}
 	if p.IptablesImage == "" && p.Image != "" {
 		var err error
 		if p.IptablesImage, err = iptablesVariant(p.Image); err != nil && c.Mode == "transparent" {

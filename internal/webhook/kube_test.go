@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/stamp"
 	"egret.io/egret/internal/testutil/kubetest"
 )
 
@@ -236,7 +237,7 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 			t.Fatalf("no native sidecar: %+v", p.Spec.InitContainers)
 		}
 		sc := p.Spec.InitContainers[0]
-		if sc.ReadinessProbe == nil || sc.StartupProbe == nil || *sc.SecurityContext.RunAsUser != ProxyUID || sc.Resources.Requests.Cpu().IsZero() {
+		if sc.ReadinessProbe == nil || sc.StartupProbe == nil || *sc.SecurityContext.RunAsUser != DefaultSidecarUID || sc.Resources.Requests.Cpu().IsZero() {
 			t.Errorf("sidecar lacks probes, user or resources: %+v", sc)
 		}
 		if v, _ := env(p.Spec.Containers[0], "HTTP_PROXY"); v != "http://127.0.0.1:3128" {
@@ -253,8 +254,36 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 			t.Fatalf("init containers: %+v", p.Spec.InitContainers)
 		}
 		args := strings.Join(p.Spec.InitContainers[0].Args, " ")
-		if !strings.Contains(args, "iptables apply --proxy-uid 1337 --redirect-port 15001 --exclude-cidrs 10.96.0.0/16,") {
+		if !strings.Contains(args, "iptables apply --proxy-uid 15337 --redirect-port 15001 --exclude-cidrs 10.96.0.0/16,") {
 			t.Errorf("iptables args: %s", args)
+		}
+	})
+
+	// Beside a mesh (issue 24, item 4): Istio's injection label on the
+	// namespace refuses transparent mode unless the pod (or namespace)
+	// chooses exclude; then the mesh proxy's UID and ports go direct.
+	t.Run("transparent-beside-istio", func(t *testing.T) {
+		meshed := c.Namespace(t, "meshed", map[string]string{"egret-test": pid, discovery.InjectLabel: discovery.InjectEnabled, "istio-injection": "enabled"})
+		var err error
+		for range 50 { // the webhook reads namespaces from its cache
+			if _, _, err = create(t, mk(meshed, fmt.Sprintf("t-%d", time.Now().UnixNano()), map[string]string{ModeAnnotation: "transparent"})); err != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err == nil || !strings.Contains(err.Error(), "transparent mode refused: the pod has an Istio sidecar (namespace label istio-injection=enabled)") {
+			t.Fatalf("create: %v", err)
+		}
+		p, _, err := create(t, mk(meshed, "excluded", map[string]string{ModeAnnotation: "transparent", MeshAnnotation: "exclude"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Join(p.Spec.InitContainers[0].Args, " ")
+		if !strings.Contains(args, "--proxy-uid 15337 --redirect-port 15401 --exclude-uids 1337 --exclude-ports 15000-15090 --exclude-cidrs ") {
+			t.Errorf("iptables args: %s", args)
+		}
+		if st, err := stamp.Parse(p.Annotations[stamp.Annotation]); err != nil || st.Mesh != "istio/exclude" {
+			t.Errorf("stamp %+v %v", st, err)
 		}
 	})
 

@@ -12,6 +12,10 @@ import (
 // Annotation holds a pod's Stamp as compact JSON.
 const Annotation = "egret.io/injected-state"
 
+// Label marks the pods egret injected (value: the mode), so the drift
+// controller and `egret pods` select them without reading every pod.
+const Label = "egret.io/injected"
+
 // Version is the stamp format Encode writes and Parse reads.
 const Version = 1
 
@@ -52,9 +56,13 @@ type Upstream struct {
 	// Secret is the Secret's name (in the pod's namespace).
 	Secret string `json:"secret"`
 	// Version is the Secret's resourceVersion at injection; "" when the
-	// Secret did not exist, "unknown" when it could not be read.
+	// Secret did not exist, VersionUnknown when it could not be read.
 	Version string `json:"version"`
 }
+
+// VersionUnknown is an upstream Secret version egret could not read: never
+// compared.
+const VersionUnknown = "unknown"
 
 // Trust identifies the trust bundle mounted into the pod.
 type Trust struct {
@@ -167,8 +175,8 @@ func Compare(s Stamp, c Current) []Part {
 			out = append(out, PartUID)
 		}
 	}
-	if s.Upstream != nil && c.UpstreamVersion != nil {
-		if v, ok := c.UpstreamVersion(s.Upstream.Secret); ok && v != s.Upstream.Version {
+	if s.Upstream != nil && s.Upstream.Version != VersionUnknown && c.UpstreamVersion != nil {
+		if v, ok := c.UpstreamVersion(s.Upstream.Secret); ok && v != VersionUnknown && v != s.Upstream.Version {
 			out = append(out, PartUpstream)
 		}
 	}

@@ -65,6 +65,7 @@ func TestCompare(t *testing.T) {
 		{"new-uid", func(c *Current) { c.ProxyUID = UID(2000) }, []Part{PartUID}},
 		{"secret-rotated", func(c *Current) { c.UpstreamVersion = func(string) (string, bool) { return "8", true } }, []Part{PartUpstream}},
 		{"secret-unknown", func(c *Current) { c.UpstreamVersion = func(string) (string, bool) { return "", false } }, nil},
+		{"secret-unreadable-now", func(c *Current) { c.UpstreamVersion = func(string) (string, bool) { return VersionUnknown, true } }, nil},
 		{"ca-rotated", func(c *Current) { c.TrustDigest = "d2" }, []Part{PartTrust}},
 		{"configmap-replaced", func(c *Current) { c.TrustInNamespace = func() (string, string, bool) { return "d1", "u2", true } }, []Part{PartTrust}},
 		{"configmap-rewritten", func(c *Current) { c.TrustInNamespace = func() (string, string, bool) { return "evil", "u1", true } }, []Part{PartTrust}},

@@ -41,6 +41,9 @@ type Handlers struct {
 	// TrustBundle looks up the TrustConfigMapName ConfigMap of a namespace
 	// (TrustBundles.Get); nil: none is ever mounted.
 	TrustBundle func(ctx context.Context, namespace string) (*TrustBundle, error)
+	// Upstream reads the version of the upstream Secret (the policy's
+	// UpstreamSecret) in a namespace; nil: not recorded.
+	Upstream *UpstreamVersions
 }
 
 // Mutator returns the /mutate handler.
@@ -84,6 +87,9 @@ func (h *Handlers) input(ctx context.Context, req admission.Request) (*corev1.Po
 		return nil, in, fmt.Errorf("get namespace %s: %w", pod.Namespace, err)
 	}
 	in.Namespace = &ns
+	if h.Policy.UpstreamSecret != "" && h.Upstream != nil {
+		in.UpstreamVersion = h.Upstream.Get(ctx, ns.Name, h.Policy.UpstreamSecret)
+	}
 	if h.Policy.Trust != nil && h.TrustBundle != nil && ns.Labels[discovery.InjectLabel] == discovery.InjectEnabled {
 		b, err := h.TrustBundle(ctx, ns.Name)
 		if err != nil {

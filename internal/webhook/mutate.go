@@ -27,6 +27,10 @@ type Input struct {
 	// Trust is the CA bundle egret last published; nil before it is built
 	// (Mutate then injects no CA, with a warning).
 	Trust *TrustState
+	// UpstreamVersion is the version of the policy's upstream Secret in the
+	// pod's namespace (UpstreamVersions.Get), recorded in the stamp of a
+	// pod whose sidecar reads it.
+	UpstreamVersion string
 	// TrustBundle is the TrustConfigMapName ConfigMap in the pod's
 	// namespace as it is now; nil when there is none. Mutate mounts it
 	// only when it is egret's and holds exactly Trust's bundle.
@@ -207,9 +211,18 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		}
 		out.Pod.Annotations[InjectedAnnotation] = mode.String()
 	}
+	if out.Pod.Labels[stamp.Label] != mode.String() {
+		if out.Pod.Labels == nil {
+			out.Pod.Labels = map[string]string{}
+		}
+		out.Pod.Labels[stamp.Label] = mode.String()
+	}
 	st := stamp.Stamp{Mode: mode.String(), NoProxy: stamp.Hash(noProxy.Value()), Proxy: proxyURL}
 	if mode != Gateway {
 		st.Image, st.ProxyUID, st.Mesh = p.Image, stamp.UID(sc.uid), meshNote
+		if p.UpstreamSecret != "" {
+			st.Upstream = &stamp.Upstream{Secret: p.UpstreamSecret, Version: in.UpstreamVersion}
+		}
 	}
 	if mode == Transparent {
 		st.IptablesImage = p.IptablesImage

@@ -150,7 +150,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	wm := metrics.WebhookOn(ctrlmetrics.Registry)
-	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient()}
+	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient(), Upstream: &UpstreamVersions{API: mgr.GetAPIReader()}}
 	if policy.Trust != nil {
 		bundles, err := NewTrustBundles(mgr)
 		if err != nil {

@@ -20,8 +20,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/drift"
 	"egret.io/egret/internal/stamp"
 	"egret.io/egret/internal/testutil/kubetest"
 )
@@ -379,6 +381,50 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 			t.Errorf("configmap %s/%s: %v", on, discovery.ConfigMapName, err)
 		}
 	})
+	// Issue 24, item 1: the leader's drift report holds the pods injected
+	// above as fresh; a Node joining changes the cluster NO_PROXY, and they
+	// become stale on part noproxy.
+	t.Run("drift-report-follows-no-proxy", func(t *testing.T) {
+		staleIn := func(r *drift.Report) (n int) {
+			for _, p := range r.Pods {
+				if p.Namespace == on && slices.Contains(p.Parts, stamp.PartNoProxy) {
+					n++
+				}
+			}
+			return n
+		}
+		waitReport := func(what string, cond func(*drift.Report) bool) *drift.Report {
+			var r *drift.Report
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+				var err error
+				r, err = drift.ReadReport(ctx, directReader(t, c), sys)
+				return err == nil && cond(r), nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %v (last %+v)", what, err, r)
+			}
+			return r
+		}
+		waitReport("a report with this test's pods fresh", func(r *drift.Report) bool { return r.InjectedPods > 0 && staleIn(r) == 0 })
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "wh-node-9-" + pid}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.9.0/24"}}}
+		if _, err := c.Clientset.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Clientset.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
+		r := waitReport("this test's pods stale on noproxy", func(r *drift.Report) bool { return staleIn(r) > 0 })
+		if r.ByPart[stamp.PartNoProxy] < staleIn(r) || r.Restarts.Mode != drift.ModeOn {
+			t.Errorf("report %+v", r)
+		}
+	})
+}
+
+func directReader(t *testing.T, c *kubetest.Cluster) client.Reader {
+	t.Helper()
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 // TestAdmissionSurvivesLostLease runs the webhook with leader election, takes

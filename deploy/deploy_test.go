@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -135,13 +136,33 @@ func TestGatewayManifest(t *testing.T) {
 		e := e.(map[string]any)
 		env[e["name"].(string)], _ = e["value"].(string)
 	}
-	if env["EGRET_ADMIN_TOKEN_FILE"] != "/var/run/secrets/egret-admin/token" || env["EGRET_CLIENT_MAX_CONCURRENT"] != "256" {
+	if env["EGRET_ADMIN_TOKEN_FILE"] != "/var/run/secrets/egret-admin/token" || env["EGRET_CLIENT_MAX_CONCURRENT"] != "256" || env["EGRET_ENV_DIR"] != "/etc/egret/settings" {
 		t.Errorf("gateway env %v", env)
 	}
-	// kube-score: UID and GID at least 10000, ephemeral-storage asked for.
+	// The upstream Secret and the cluster NO_PROXY are files the gateway
+	// watches (EGRET_ENV_DIR), never environment variables frozen at start.
+	if _, ok := c["envFrom"]; ok {
+		t.Errorf("gateway envFrom %v: a Secret created later would never reach it", c["envFrom"])
+	}
+	var ps corev1.PodSpec
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any), &ps); err != nil {
+		t.Fatal(err)
+	}
+	settings := ps.Volumes[1]
+	if settings.Name != "settings" || settings.Projected == nil || len(settings.Projected.Sources) != 2 ||
+		settings.Projected.Sources[0].Secret.Name != "egret-upstream" || !*settings.Projected.Sources[0].Secret.Optional ||
+		settings.Projected.Sources[1].ConfigMap.Name != "egress-proxy-common" || settings.Projected.Sources[1].ConfigMap.Items[0].Path != "NO_PROXY" {
+		t.Errorf("settings volume %+v", settings)
+	}
+	// No fixed UID or GID (OpenShift's restricted-v2 assigns one; the
+	// image's is non-root): runAsNonRoot only. kube-score: ephemeral-storage
+	// asked for.
 	for _, k := range []string{"runAsUser", "runAsGroup"} {
-		if v, _, _ := unstructured.NestedInt64(d.Object, "spec", "template", "spec", "securityContext", k); v < 10000 {
-			t.Errorf("%s %d < 10000", k, v)
+		if v, ok, _ := unstructured.NestedInt64(d.Object, "spec", "template", "spec", "securityContext", k); ok {
+			t.Errorf("fixed %s %d", k, v)
+		}
+		if _, ok := c["securityContext"].(map[string]any)[k]; ok {
+			t.Errorf("fixed container %s", k)
 		}
 	}
 	if r := c["resources"].(map[string]any)["requests"].(map[string]any); r["ephemeral-storage"] == nil {

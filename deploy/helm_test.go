@@ -65,8 +65,13 @@ func helmTemplate(t *testing.T, namespace string, set ...string) []*unstructured
 	return decodeAll(t, helm(t, nil, args...))
 }
 
-// normalize drops what only one tool adds (helm's chart and managed-by
-// labels, kustomize's Namespace object) and round-trips through JSON.
+// helmOnlyLabels are the recommended labels only the chart sets (a
+// release's name and version; kustomize has neither).
+var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+
+// normalize drops what only one tool adds (helm's chart, managed-by,
+// instance and version labels, the keep annotation; kustomize's Namespace
+// object) and round-trips through JSON.
 func normalize(t *testing.T, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	t.Helper()
 	out := map[string]*unstructured.Unstructured{}
@@ -76,9 +81,24 @@ func normalize(t *testing.T, objs []*unstructured.Unstructured) map[string]*unst
 		}
 		o = o.DeepCopy()
 		l := o.GetLabels()
-		delete(l, "helm.sh/chart")
-		delete(l, "app.kubernetes.io/managed-by")
+		for _, k := range helmOnlyLabels {
+			delete(l, k)
+		}
 		o.SetLabels(l)
+		if tl, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
+			for _, k := range helmOnlyLabels {
+				delete(tl, k)
+			}
+			_ = unstructured.SetNestedStringMap(o.Object, tl, "spec", "template", "metadata", "labels")
+		}
+		// keep is helm's (crds.keep): kubectl delete -k ignores it.
+		if a := o.GetAnnotations(); a != nil {
+			delete(a, "helm.sh/resource-policy")
+			if len(a) == 0 {
+				a = nil
+			}
+			o.SetAnnotations(a)
+		}
 		j, err := o.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
@@ -162,8 +182,11 @@ func TestHelmValues(t *testing.T) {
 	if wc.Resources.Limits.Memory().String() != "300Mi" {
 		t.Errorf("webhook resources %v", wc.Resources)
 	}
-	if gc := container(t, objs, "egret-gateway"); gc.Image != "registry.corp.example/mirror/egret:9.9.9" || gc.EnvFrom[0].SecretRef.Name != "corp-gw" {
-		t.Errorf("gateway image %s, envFrom %v", gc.Image, gc.EnvFrom)
+	if gc := container(t, objs, "egret-gateway"); gc.Image != "registry.corp.example/mirror/egret:9.9.9" {
+		t.Errorf("gateway image %s", gc.Image)
+	}
+	if src := podSpec(t, objs, "egret-gateway").Volumes[1].Projected.Sources[0].Secret; src == nil || src.Name != "corp-gw" {
+		t.Errorf("gateway settings volume: upstream Secret %v", src)
 	}
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
 		if b := find(objs, kind, "egret-webhook"); b == nil || fmt.Sprint(b.Object["subjects"]) != "[map[kind:ServiceAccount name:egret-webhook namespace:proxy-infra]]" {
@@ -183,7 +206,7 @@ func TestHelmValues(t *testing.T) {
 	// A bad value is a clear error, not a broken install.
 	cmd := exec.Command(testutil.CachedTool(t, "helm"), "template", "egret", chart, "--kube-version", "1.37.2", "--set", "mode=transparnt")
 	cmd.Env = []string{"HOME=" + t.TempDir()}
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `mode "transparnt": want gateway, sidecar or transparent`) {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "at '/mode': value must be one of 'gateway', 'sidecar', 'transparent'") {
 		t.Errorf("bad mode: %v\n%s", err, out)
 	}
 }

@@ -1,11 +1,13 @@
 package deploy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,11 +33,12 @@ import (
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/kubetest"
+	"egret.io/egret/internal/testutil/secretvol"
 	"egret.io/egret/internal/webhook"
 )
 
-// container returns the first container of a rendered Deployment.
-func container(t *testing.T, objs []*unstructured.Unstructured, name string) corev1.Container {
+// podSpec returns the pod template of a rendered Deployment.
+func podSpec(t *testing.T, objs []*unstructured.Unstructured, name string) corev1.PodSpec {
 	t.Helper()
 	u := find(objs, "Deployment", name)
 	if u == nil {
@@ -44,7 +48,13 @@ func container(t *testing.T, objs []*unstructured.Unstructured, name string) cor
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
 		t.Fatal(err)
 	}
-	return d.Spec.Template.Spec.Containers[0]
+	return d.Spec.Template.Spec
+}
+
+// container returns the first container of a rendered Deployment.
+func container(t *testing.T, objs []*unstructured.Unstructured, name string) corev1.Container {
+	t.Helper()
+	return podSpec(t, objs, name).Containers[0]
 }
 
 var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
@@ -350,34 +360,33 @@ func TestShippedInstall(t *testing.T) {
 		t.Errorf("the injected sidecar does not reach the gateway: UPSTREAM_PROXY=%q", up)
 	}
 
-	// The gateway, as its Deployment runs it, with the ConfigMap the webhook
-	// wrote into egret's own namespace (envFrom).
-	var common corev1.ConfigMap
+	// The gateway, as its Deployment runs it. Its settings directory
+	// (EGRET_ENV_DIR) is the projected volume the kubelet would mount: the
+	// upstream Secret (not created yet, as a newcomer following the docs
+	// has it) and the NO_PROXY the webhook wrote into egret's own namespace.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: discovery.ConfigMapName}, &common) == nil, nil
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: discovery.ConfigMapName}, &corev1.ConfigMap{}) == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("no %s in egret's own namespace: the gateway has no direct rules", discovery.ConfigMapName)
 	}
-	gc := container(t, objs, "egret-gateway")
+	gps := podSpec(t, objs, "egret-gateway")
+	gc := gps.Containers[0]
 	gargs, genv := podArgs(gc, ns)
-	for _, e := range gc.Env {
-		if r := e.ValueFrom; r != nil && r.ConfigMapKeyRef != nil {
-			if r.ConfigMapKeyRef.Name != discovery.ConfigMapName {
-				t.Fatalf("gateway env %s from ConfigMap %s: the test knows only %s", e.Name, r.ConfigMapKeyRef.Name, discovery.ConfigMapName)
-			}
-			v, ok := common.Data[r.ConfigMapKeyRef.Key]
-			if !ok {
-				t.Fatalf("gateway env %s: key %s not in %s (keys %v)", e.Name, r.ConfigMapKeyRef.Key, discovery.ConfigMapName, common.Data)
-			}
-			genv[e.Name] = v
-		}
+	if len(gc.EnvFrom) > 0 || slices.ContainsFunc(gc.Env, func(e corev1.EnvVar) bool { return e.ValueFrom != nil }) {
+		t.Fatalf("gateway env from Secrets or ConfigMaps (%v, %v): the test mounts them as the settings volume only", gc.EnvFrom, gc.Env)
 	}
-	for _, ef := range gc.EnvFrom {
-		if ef.ConfigMapRef != nil {
-			t.Fatalf("gateway envFrom ConfigMap %s: the test does not expand it", ef.ConfigMapRef.Name)
-		}
+	settings := kubeletVolume(t, c, ns, gps, gc, genv["EGRET_ENV_DIR"])
+	genv["EGRET_ENV_DIR"] = settings.vol.Dir
+	if np := readFile(t, filepath.Join(settings.vol.Dir, "NO_PROXY")); !strings.Contains(np, ".svc") {
+		t.Fatalf("the settings volume's NO_PROXY %q is not the cluster's", np)
 	}
+	// Names the test asks for resolve from a hosts file, never from DNS.
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.2 partner.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	genv["EGRET_HOSTS_FILE"], genv["EGRET_DNS_SERVERS"] = hosts, "127.0.0.1:1"
 	pport, aport := loopbackPort(t), loopbackPort(t)
 	gargs = substitute(t, gargs, map[string]string{"--listen": fmt.Sprintf("127.0.0.1:%d", pport), "--admin-listen": fmt.Sprintf("127.0.0.1:%d", aport)})
 	// The test's origin is on loopback, which the gateway's SSRF guard
@@ -405,4 +414,147 @@ func TestShippedInstall(t *testing.T) {
 	if err != nil || string(body) != "shipped" {
 		t.Fatalf("the shipped gateway did not proxy a request (%v, %q):\n%s", err, body, gwOut.String())
 	}
+
+	// docs/kubernetes.md's next step: the upstream Secret, created after
+	// the install. The running gateway takes it up when the kubelet
+	// updates the volume, without a restart.
+	upstream := testutil.TCPServer(t, func(conn net.Conn) {
+		defer conn.Close()
+		req, err := http.ReadRequest(bufio.NewReader(conn))
+		if err != nil {
+			return
+		}
+		body := "via upstream " + req.URL.Host
+		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	})
+	via := func() string {
+		resp, err := hc.Get("http://partner.example/")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := via(); strings.HasPrefix(got, "via upstream") {
+		t.Fatalf("through an upstream before the Secret exists: %q", got)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "egret-upstream"},
+		StringData: map[string]string{"UPSTREAM_PROXY": "http://egret:s3cret@" + upstream}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
+	settings.sync(t)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return via() == "via upstream partner.example", nil
+	})
+	if err != nil {
+		t.Fatalf("the gateway did not take up the upstream Secret created after it started (%q):\n%s", via(), gwOut.String())
+	}
+	// The cluster stays direct.
+	if resp, err := hc.Get("http://" + origin + "/"); err != nil {
+		t.Errorf("direct after the Secret: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "shipped" {
+			t.Errorf("the origin on loopback (in NO_PROXY) through the upstream: %q", b)
+		}
+	}
+	if strings.Contains(gwOut.String(), "s3cret") {
+		t.Error("the upstream password is in the gateway's log")
+	}
+	t.Run("no-alert-on-a-healthy-install", func(t *testing.T) {
+		healthyAlerts(t, map[string]string{"egret-gateway": fmt.Sprintf("127.0.0.1:%d", aport), "egret-webhook": fmt.Sprintf("127.0.0.1:%d", metricsPort)})
+	})
+}
+
+// projectedVolume is a projected volume as the kubelet lays it out.
+type projectedVolume struct {
+	c      client.Client
+	ns     string
+	source corev1.Volume
+	vol    *secretvol.Volume
+}
+
+// kubeletVolume finds the volume mounted at mountPath in the rendered pod
+// and lays it out from the API server's objects as the kubelet does.
+func kubeletVolume(t *testing.T, c client.Client, ns string, ps corev1.PodSpec, ctr corev1.Container, mountPath string) *projectedVolume {
+	t.Helper()
+	var name string
+	for _, m := range ctr.VolumeMounts {
+		if m.MountPath == mountPath {
+			name = m.Name
+		}
+	}
+	i := slices.IndexFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == name })
+	if i < 0 || ps.Volumes[i].Projected == nil {
+		t.Fatalf("no projected volume mounted at %s: %v", mountPath, ps.Volumes)
+	}
+	p := &projectedVolume{c: c, ns: ns, source: ps.Volumes[i]}
+	p.vol = secretvol.New(t, p.files(t))
+	return p
+}
+
+// files reads the volume's sources: a missing optional one adds nothing.
+func (p *projectedVolume) files(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, src := range p.source.Projected.Sources {
+		var data map[string]string
+		var items []corev1.KeyToPath
+		var optional bool
+		var key client.ObjectKey
+		switch {
+		case src.Secret != nil:
+			key, items, optional = client.ObjectKey{Namespace: p.ns, Name: src.Secret.Name}, src.Secret.Items, ptr.Deref(src.Secret.Optional, false)
+			var s corev1.Secret
+			if err := p.c.Get(ctx, key, &s); err == nil {
+				data = map[string]string{}
+				for k, v := range s.Data {
+					data[k] = string(v)
+				}
+			}
+		case src.ConfigMap != nil:
+			key, items, optional = client.ObjectKey{Namespace: p.ns, Name: src.ConfigMap.Name}, src.ConfigMap.Items, ptr.Deref(src.ConfigMap.Optional, false)
+			var cm corev1.ConfigMap
+			if err := p.c.Get(ctx, key, &cm); err == nil {
+				data = cm.Data
+			}
+		default:
+			t.Fatalf("projected source %+v: the test knows Secrets and ConfigMaps", src)
+		}
+		if data == nil {
+			if !optional {
+				t.Fatalf("%s is missing and not optional: the pod would not start", key)
+			}
+			continue
+		}
+		if len(items) == 0 {
+			maps.Copy(out, data)
+			continue
+		}
+		for _, it := range items {
+			if v, ok := data[it.Key]; ok {
+				out[it.Path] = v
+			} else if !optional {
+				t.Fatalf("%s has no key %s", key, it.Key)
+			}
+		}
+	}
+	return out
+}
+
+// sync is the kubelet's periodic update of the volume.
+func (p *projectedVolume) sync(t *testing.T) { p.vol.Update(t, p.files(t)) }
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -25,14 +25,16 @@ func newDoctorCmd() *cobra.Command {
 		resolvConf string
 		pid1       string
 		nameserver string
+		echoes     []string
 	)
 	cmd := &cobra.Command{
-		Use:   "doctor [--echo URL] [--internal NAME ...] [--proxy URL] [-o text|json]",
+		Use:   "doctor [--echo URL]... [--internal NAME ...] [--forbidden URL ...] [--proxy URL] [-o text|json]",
 		Short: "Run the in-pod egress runbook: environment, DNS, proxy answer, egress IP, runtimes",
 		Long: `doctor runs from inside a pod (kubectl exec) and checks, in parallel:
 
   env        the proxy variables in both cases
   pid1-env   PID 1's real environment (/proc/1/environ) against this shell's
+  interceptors  a mesh proxy (Istio, Linkerd) capturing the pod's traffic beside egret
   no-proxy   NO_PROXY against the cluster destinations, for the runtimes in the image
   dns        the internal names, the echo host and the proxy host, with the search list
   direct     each internal name, its FQDN and ClusterIP reached directly (TCP; HTTP for URLs)
@@ -44,6 +46,19 @@ func newDoctorCmd() *cobra.Command {
   egress-ip  the address an egret echo server sees with and without the proxy
   tls        an https URL reached through the proxy: the issuer presented (intercepted
              or not) and, per runtime in the image, whether it will trust it
+  forbidden  each --forbidden URL must be blocked: not reachable directly (NetworkPolicy,
+             firewall) and refused by the proxy's policy — never answered
+
+The checks prove the runbook's four paths: Service direct (--internal), intranet
+direct (--intranet), outside via the proxy (--echo; IPv4 and IPv6 separately,
+--samples per path, --expect-egress-ip) and a forbidden target blocked
+(--forbidden). -o json adds the run record: pod, node, images, egret's version,
+the injected configuration's hashes, DNS answers, status codes, egress IPs.
+
+For a distroless application, run the doctor from an ephemeral container that
+shares its processes and adopt its environment and runtimes (docs/doctor.md):
+  kubectl debug -it POD --image=EGRET_IMAGE --target=app --profile=general \
+    --custom=root.json -- /egret doctor --app-pid 1 --echo URL
 
 Each check says pass, warn or fail, what it saw and what to do. Proxy URLs are
 shown without their password.
@@ -85,27 +100,42 @@ failed, 2 bad usage.`,
 					return nd.DialContext(ctx, network, nameserver)
 				}}
 			}
-			outs, err := doctor.Run(cmd.Context(), o, d)
+			switch len(echoes) {
+			case 0:
+			case 1:
+				o.Echo = echoes[0]
+			case 2:
+				o.Echo, o.SecondEcho = echoes[0], echoes[1]
+			default:
+				return usage(fmt.Errorf("--echo: at most two echo URLs (got %d)", len(echoes)))
+			}
+			rep, err := doctor.RunReport(cmd.Context(), o, d)
 			if err != nil {
 				return usage(err)
 			}
 			w := cmd.OutOrStdout()
 			if output == "json" {
-				err = doctor.WriteJSON(w, outs)
+				err = doctor.WriteReportJSON(w, rep)
 			} else {
-				err = doctor.WriteText(w, outs, verbose)
+				err = doctor.WriteReportText(w, rep, verbose)
 			}
 			if err != nil {
 				return fmt.Errorf("write report: %w", err)
 			}
-			if doctor.Worst(outs) == doctor.Fail {
+			if doctor.Worst(rep.Checks) == doctor.Fail {
 				return &ExitError{Code: doctorExitFailed}
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Echo, "echo", "", "URL of an `egret echo` server outside the cluster (enables the proxy CONNECT and egress IP checks)")
+	f.StringArrayVar(&echoes, "echo", nil, "URL of an `egret echo` server outside the cluster (enables the proxy CONNECT and egress IP checks); give it twice to compare two echo servers")
+	f.IntVar(&o.Samples, "samples", 1, "requests per path (direct, through the proxy) per echo server and address family")
+	f.StringSliceVar(&o.ExpectEgressIP, "expect-egress-ip", nil, "address (IP or CIDR) the outside must see through the proxy (repeatable): the allow-listed egress IPs")
+	f.StringVar(&o.Family, "family", "", "check only this address family: 4 or 6 (default: each family the destination has)")
+	f.StringArrayVar(&o.Forbidden, "forbidden", nil, "URL that must be blocked: not reachable directly, refused by the proxy (repeatable)")
+	f.StringSliceVar(&o.Intranet, "intranet", nil, "destination outside the cluster that must be reached directly: NAME, NAME:PORT or http(s) URL (repeatable)")
+	f.IntVar(&o.AppPID, "app-pid", 0, "check as the process with this PID would (its environment, runtimes, root file system): with kubectl debug --target, 1")
 	f.StringSliceVar(&o.Internal, "internal", nil, "in-cluster destination: NAME, NAME:PORT or http(s) URL (repeatable; default kubernetes.default.svc and its FQDN)")
 	f.StringVar(&o.Proxy, "proxy", "", "proxy URL to test instead of the environment's (prefer the variables for credentials)")
 	f.StringSliceVar(&o.Clients, "client", nil, "runtimes to predict (noproxy client names, repeatable, or all; default go and those on PATH)")

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/ipaddr"
 
 	"github.com/spf13/cobra"
 )
@@ -70,21 +70,21 @@ func (d *discoveryFlags) options() (discovery.Options, error) {
 		o.MetadataAddresses = []string{}
 	}
 	for _, s := range d.serviceCIDRs {
-		p, err := netip.ParsePrefix(s)
+		p, err := ipaddr.ParsePrefix(s)
 		if err != nil {
 			return o, fmt.Errorf("--service-cidr: %w", err)
 		}
 		o.ServiceCIDRs = append(o.ServiceCIDRs, p)
 	}
 	for _, s := range d.podCIDRs {
-		p, err := netip.ParsePrefix(s)
+		p, err := ipaddr.ParsePrefix(s)
 		if err != nil {
 			return o, fmt.Errorf("--pod-cidr: %w", err)
 		}
 		o.PodCIDRs = append(o.PodCIDRs, p)
 	}
 	for _, s := range d.nodeCIDRs {
-		p, err := netip.ParsePrefix(s)
+		p, err := ipaddr.ParsePrefix(s)
 		if err != nil {
 			return o, fmt.Errorf("--node-cidr: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/noproxy"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/route"
@@ -531,17 +532,12 @@ func compileMatch(s MatchSpec) (route.Match, error) {
 		m.Suffixes = append(m.Suffixes, sfx)
 	}
 	for _, v := range s.CIDRs {
-		v = strings.TrimSpace(v)
-		pfx, err := netip.ParsePrefix(v)
+		pfx, err := ipaddr.ParsePrefix(v)
 		if err != nil {
-			if a, aerr := netip.ParseAddr(v); aerr == nil {
-				pfx = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
-			} else {
-				errs = append(errs, fmt.Errorf("CIDR %q: want an address range like 10.0.0.0/8 or fd00::/8", v))
-				continue
-			}
+			errs = append(errs, fmt.Errorf("CIDR %w", err))
+			continue
 		}
-		m.CIDRs = append(m.CIDRs, pfx.Masked())
+		m.CIDRs = append(m.CIDRs, pfx)
 	}
 	for _, port := range s.Ports {
 		if port < 1 || port > 65535 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"egret.io/egret/internal/credentials"
+	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/limit"
 	"egret.io/egret/internal/proxyauth"
 	"egret.io/egret/internal/upstream"
@@ -241,16 +242,12 @@ func prefixes(vals []string, name string, bad func(error)) []netip.Prefix {
 		if v == "" {
 			continue
 		}
-		pfx, err := netip.ParsePrefix(v)
+		pfx, err := ipaddr.ParsePrefix(v)
 		if err != nil {
-			a, aerr := netip.ParseAddr(v)
-			if aerr != nil {
-				bad(fmt.Errorf("%s: %q: want an address range like 10.0.0.0/8 or fd00::/8", name, v))
-				continue
-			}
-			pfx = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			bad(fmt.Errorf("%s: %w", name, err))
+			continue
 		}
-		out = append(out, pfx.Masked())
+		out = append(out, pfx)
 	}
 	return out
 }

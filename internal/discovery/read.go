@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"egret.io/egret/internal/ipaddr"
 )
 
 // Read gathers Inputs from the cluster through r (an informer cache or a
@@ -33,7 +35,7 @@ func Read(ctx context.Context, r client.Reader, o Options) (Inputs, error) {
 	}
 	for _, sc := range scs.Items {
 		for _, c := range sc.Spec.CIDRs {
-			if p, err := netip.ParsePrefix(c); err == nil {
+			if p, err := ipaddr.ParsePrefix(c); err == nil {
 				in.ServiceCIDRs[sc.Name] = append(in.ServiceCIDRs[sc.Name], p)
 			}
 		}
@@ -49,7 +51,7 @@ func Read(ctx context.Context, r client.Reader, o Options) (Inputs, error) {
 			cidrs = []string{n.Spec.PodCIDR}
 		}
 		for _, c := range cidrs {
-			if p, err := netip.ParsePrefix(c); err == nil {
+			if p, err := ipaddr.ParsePrefix(c); err == nil {
 				in.NodePodCIDRs[n.Name] = append(in.NodePodCIDRs[n.Name], p)
 			}
 		}
@@ -111,8 +113,8 @@ func internalIPs(n *corev1.Node) []netip.Addr {
 		if a.Type != corev1.NodeInternalIP {
 			continue
 		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil {
-			out = append(out, ip.Unmap())
+		if ip, err := ipaddr.ParseAddr(a.Address); err == nil {
+			out = append(out, ip)
 		}
 	}
 	return out

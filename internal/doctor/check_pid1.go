@@ -93,6 +93,24 @@ func (s *state) pid1Check() Check {
 		var r Result
 		if cmd := pid1Command(path); cmd != "" {
 			r.Details = append(r.Details, "PID 1: "+cmd)
+			if s.o.AppPID != 0 {
+				r.Details[0] = fmt.Sprintf("PID %d: %s", s.o.AppPID, cmd)
+			}
+		}
+		if s.o.AppPID != 0 {
+			n := 0
+			for k := range pid1 {
+				if relevantVar(k) {
+					n++
+				}
+			}
+			r.Status = Pass
+			r.Summary = fmt.Sprintf("the checks use PID %d's own environment (--app-pid: %d proxy-related variables) and its runtimes", s.o.AppPID, n)
+			if s.d.appExe != "" {
+				r.Details = append(r.Details, "executable: "+s.d.appExe)
+			}
+			r.Details = append(r.Details, "runtimes: "+s.clientsWhy)
+			return r
 		}
 		names := map[string]bool{}
 		for n := range s.env {

@@ -106,7 +106,7 @@ func (s *state) tlsResult(ctx context.Context, u *url.URL) Result {
 	if len(chain) == 1 {
 		issuer = oneLineName(leaf.Issuer.CommonName, leaf.Issuer.String())
 	}
-	sys, sysFile, sysErr := trust.SystemRoots()
+	sys, sysFile, sysErr := s.systemRoots()
 	intercepted := true
 	if sysErr == nil {
 		pool := x509.NewCertPool()
@@ -222,12 +222,12 @@ func (s *state) runtimePool(r trust.Runtime, sys []*x509.Certificate) (*x509.Cer
 			pw = trust.TrustStorePassword
 		}
 		var data []byte
-		if data, err = os.ReadFile(ch.Path); err == nil {
+		if data, err = os.ReadFile(s.appFile(ch.Path)); err == nil {
 			certs, err = trust.ReadTrustStore(data, pw)
 		}
 	} else {
 		var data []byte
-		if data, err = os.ReadFile(path.Clean(ch.Path)); err == nil {
+		if data, err = os.ReadFile(s.appFile(path.Clean(ch.Path))); err == nil {
 			certs, err = trust.ParsePEM(data)
 		}
 	}
@@ -264,4 +264,18 @@ func oneLineName(cn, full string) string {
 		return strings.TrimSpace(cn)
 	}
 	return strings.TrimSpace(full)
+}
+
+// systemRoots reads the image's system CA bundle (in the application's
+// root when a process was adopted).
+func (s *state) systemRoots() ([]*x509.Certificate, string, error) {
+	if s.d.Root == "/" || s.d.Root == "" {
+		return trust.SystemRoots()
+	}
+	files := make([]string, len(trust.SystemBundles))
+	for i, f := range trust.SystemBundles {
+		files[i] = s.appFile(f)
+	}
+	certs, f, err := trust.SystemRoots(files...)
+	return certs, strings.TrimPrefix(f, s.d.Root), err
 }

@@ -57,12 +57,15 @@ func TestDoctorCommandInPod(t *testing.T) {
 	}
 	decode := func(t *testing.T, out string) map[string]Outcome {
 		t.Helper()
-		var outs []Outcome
-		if err := json.Unmarshal([]byte(out), &outs); err != nil {
-			t.Fatalf("-o json output is not a JSON array of checks: %v\n%s", err, out)
+		var rep Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("-o json output is not a report (record and checks): %v\n%s", err, out)
+		}
+		if rep.Record.EgretVersion == "" || rep.Record.Paths[PathOutsideViaProxy] == "" {
+			t.Errorf("the record lacks the version or the paths: %+v", rep.Record)
 		}
 		m := map[string]Outcome{}
-		for _, o := range outs {
+		for _, o := range rep.Checks {
 			m[o.Name+" "+o.Target] = o
 		}
 		return m

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -85,16 +86,22 @@ type Check struct {
 	// Run performs the check. It must return by the time ctx is done and
 	// report network failures in the Result, never panic.
 	Run func(ctx context.Context) Result
+
+	path string // which of the runbook's four paths it belongs to (pathOf)
 }
 
 // Outcome is a Check's Result, as reported.
 type Outcome struct {
-	Name    string        `json:"name"`
-	Target  string        `json:"target"`
-	Status  Status        `json:"status"`
-	Summary string        `json:"summary"`
-	Details []string      `json:"details"`
-	Advice  string        `json:"advice"`
+	Name    string   `json:"name"`
+	Target  string   `json:"target"`
+	Status  Status   `json:"status"`
+	Summary string   `json:"summary"`
+	Details []string `json:"details"`
+	Advice  string   `json:"advice"`
+	// Path is which of the runbook's four paths the check proves:
+	// "service-direct", "intranet-direct", "outside-via-proxy",
+	// "forbidden-blocked", or "" for the environment checks.
+	Path    string        `json:"path"`
 	Elapsed time.Duration `json:"-"`
 }
 
@@ -109,6 +116,12 @@ const (
 	DefaultResolvConf = "/etc/resolv.conf"
 	// DefaultClusterDomain is assumed when resolv.conf does not name one.
 	DefaultClusterDomain = "cluster.local"
+	// DefaultServiceAccount is where the kubelet mounts the pod's
+	// service-account token.
+	DefaultServiceAccount = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// DefaultPodInfo is the conventional mount of a downward-API volume
+	// (the Kubernetes documentation's example).
+	DefaultPodInfo = "/etc/podinfo"
 	// maxParallel bounds how many checks run at once.
 	maxParallel = 16
 )
@@ -140,7 +153,38 @@ type Options struct {
 	// TLS are https URLs the tls check connects to through the proxy
 	// (check_tls.go); empty: the echo URL when it is https.
 	TLS []string
+	// SecondEcho is another `egret echo` URL (another site, or one per
+	// address family); the egress-ip check samples both and compares what
+	// they see. "" means Echo alone.
+	SecondEcho string
+	// Samples is how many requests the egress-ip check sends on each path
+	// (direct and through the proxy) per echo endpoint and address family;
+	// zero means 1, at most MaxSamples.
+	Samples int
+	// ExpectEgressIP are the addresses (IP or CIDR) the outside must see
+	// for traffic through the proxy: the gateway's allow-listed egress IPs.
+	// Empty: any address, but one that varies between samples warns.
+	ExpectEgressIP []string
+	// Family limits the address family of the egress-ip and forbidden
+	// checks: "4", "6", or "" for each family the destination has.
+	Family string
+	// Forbidden are URLs that must be blocked: neither reachable directly
+	// (a NetworkPolicy or firewall drops or rejects) nor through the proxy
+	// (its policy refuses) — the fourth path of the runbook.
+	Forbidden []string
+	// Intranet are destinations outside the cluster that must be reached
+	// directly (NO_PROXY covers them): NAME, NAME:PORT or an http(s) URL,
+	// checked like Internal.
+	Intranet []string
+	// AppPID, when not zero, makes the doctor check as the process with
+	// this PID would (kubectl debug --target): its environment, its PATH and
+	// executable looked up in its root file system, its resolv.conf and CA
+	// files (adopt.go).
+	AppPID int
 }
+
+// MaxSamples bounds Options.Samples.
+const MaxSamples = 50
 
 // Resolver looks names up. *net.Resolver implements it.
 type Resolver interface {
@@ -169,6 +213,28 @@ type Deps struct {
 	// TLSConfig verifies https echo servers and https proxies; nil means
 	// the system roots.
 	TLSConfig *tls.Config
+	// Proc is where the proc file system is mounted; "" means "/proc".
+	// Options.AppPID reads PROC/PID, the record reads the container
+	// runtime's view of this process.
+	Proc string
+	// Root is the application's root file system, prefixed to the files it
+	// reads (CA bundles); "" means "/". Options.AppPID sets it to
+	// PROC/PID/root.
+	Root string
+	// ServiceAccount is the directory holding the pod's service-account
+	// token, ca.crt and namespace, used to read the pod's own object for
+	// the run record; "" means DefaultServiceAccount (under Root).
+	ServiceAccount string
+	// PodInfo is a downward-API volume with the pod's "annotations" (and
+	// "labels") files; "" means DefaultPodInfo (under Root).
+	PodInfo string
+	// Hostname returns the pod's host name (its name, unless set); nil
+	// means os.Hostname.
+	Hostname func() (string, error)
+	// Now is the clock of the run record; nil means time.Now.
+	Now func() time.Time
+	// appExe is the adopted process's executable (set by adopt).
+	appExe string
 }
 
 func (d Deps) withDefaults() Deps {
@@ -191,6 +257,24 @@ func (d Deps) withDefaults() Deps {
 	if d.LookPath == nil {
 		d.LookPath = exec.LookPath
 	}
+	if d.Proc == "" {
+		d.Proc = "/proc"
+	}
+	if d.Root == "" {
+		d.Root = "/"
+	}
+	if d.ServiceAccount == "" {
+		d.ServiceAccount = filepath.Join(d.Root, DefaultServiceAccount)
+	}
+	if d.PodInfo == "" {
+		d.PodInfo = filepath.Join(d.Root, DefaultPodInfo)
+	}
+	if d.Hostname == nil {
+		d.Hostname = os.Hostname
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
 	return d
 }
 
@@ -200,6 +284,9 @@ type target struct {
 	host string // lower case, no brackets, no trailing dot
 	port uint16
 	url  *url.URL // set when given as a URL: fetched too
+	// intranet: given with --intranet (outside the cluster, must go
+	// direct), not --internal.
+	intranet bool
 }
 
 // apiServerNames get port 443 when no port is given.
@@ -300,29 +387,119 @@ func bracket(h string) string {
 // Checks validates o and builds the runbook's checks in report order. An
 // error means bad options (a usage error); nothing has been run.
 func Checks(o Options, d Deps) ([]Check, error) {
-	d = d.withDefaults()
+	s, err := newState(o, d)
+	if err != nil {
+		return nil, err
+	}
+	return s.checks(), nil
+}
+
+// checks builds the runbook's checks in report order.
+func (s *state) checks() []Check {
+	checks := []Check{s.envCheck(), s.pid1Check(), s.noProxyCheck(), s.interceptorCheck()}
+	checks = append(checks, s.dnsChecks()...)
+	for _, t := range s.internal {
+		checks = append(checks, s.directCheck(t))
+	}
+	for _, t := range s.internal {
+		checks = append(checks, s.runtimesInternalCheck(t))
+	}
+	checks = append(checks, s.runtimesEchoCheck())
+	checks = append(checks, s.proxyChecks()...)
+	checks = append(checks, s.egressCheck())
+	checks = append(checks, s.forbiddenChecks()...)
+	checks = append(checks, s.tlsChecks()...)
+	for i := range checks {
+		checks[i].path = s.pathOf(checks[i])
+	}
+	return checks
+}
+
+// parseEcho validates an echo URL given with flag.
+func parseEcho(flag, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s %q: not a URL", flag, redact(raw))
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%s %q: want an http:// or https:// URL", flag, redact(raw))
+	case u.Hostname() == "":
+		return nil, fmt.Errorf("%s %q: no host", flag, redact(raw))
+	case u.User != nil:
+		return nil, fmt.Errorf("%s: the URL takes no user info", flag)
+	}
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	return u, nil
+}
+
+// newState validates o, adopts the application's process when asked, and
+// gathers the facts every check reads.
+func newState(o Options, d Deps) (*state, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	s := &state{o: o, d: d}
 	var errs []error
-	if o.Echo != "" {
-		u, err := url.Parse(o.Echo)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("--echo %q: not a URL", redact(o.Echo)))
-		case u.Scheme != "http" && u.Scheme != "https":
-			errs = append(errs, fmt.Errorf("--echo %q: want an http:// or https:// URL", redact(o.Echo)))
-		case u.Hostname() == "":
-			errs = append(errs, fmt.Errorf("--echo %q: no host", redact(o.Echo)))
-		case u.User != nil:
-			errs = append(errs, fmt.Errorf("--echo: the echo URL takes no user info"))
-		default:
-			if u.Path == "" {
-				u.Path = "/"
-			}
-			s.echo = u
+	if o.AppPID != 0 {
+		ad, err := adopt(d, o.AppPID)
+		if err != nil {
+			return nil, fmt.Errorf("--app-pid: %w", err)
 		}
+		d = ad
+	}
+	d = d.withDefaults()
+	s := &state{o: o, d: d, rec: &recorder{}}
+	if o.Echo != "" {
+		u, err := parseEcho("--echo", o.Echo)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		s.echo = u
+	}
+	if o.SecondEcho != "" {
+		switch u, err := parseEcho("--echo", o.SecondEcho); {
+		case err != nil:
+			errs = append(errs, err)
+		case o.Echo == "":
+			errs = append(errs, errors.New("--echo: a second echo URL needs a first"))
+		default:
+			s.echo2 = u
+		}
+	}
+	switch {
+	case o.Samples < 0 || o.Samples > MaxSamples:
+		errs = append(errs, fmt.Errorf("--samples %d: want 1 to %d", o.Samples, MaxSamples))
+	case o.Samples == 0:
+		s.o.Samples = 1
+	}
+	for _, raw := range o.ExpectEgressIP {
+		p, err := parseIPOrPrefix(raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--expect-egress-ip: %w", err))
+			continue
+		}
+		s.expect = append(s.expect, p)
+	}
+	if len(o.ExpectEgressIP) > 0 && o.Echo == "" {
+		errs = append(errs, errors.New("--expect-egress-ip needs --echo (the echo server tells the egress IP)"))
+	}
+	switch o.Family {
+	case "", "4", "6":
+	case "ipv4", "IPv4":
+		s.o.Family = "4"
+	case "ipv6", "IPv6":
+		s.o.Family = "6"
+	default:
+		errs = append(errs, fmt.Errorf("--family %q: want 4 or 6 (default: each family the destination has)", o.Family))
+	}
+	for _, raw := range o.Forbidden {
+		u, err := parseEcho("--forbidden", raw)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.forbidden = append(s.forbidden, u)
 	}
 	if o.Proxy != "" {
 		p, err := parseProxyURL(o.Proxy)
@@ -350,41 +527,52 @@ func Checks(o Options, d Deps) ([]Check, error) {
 	s.rc, s.rcErr = readResolvConf(d.ResolvConf)
 	s.lk = newLookups(s)
 	if s.clients == nil {
-		s.clients, s.clientsWhy = detectClients(d.LookPath)
+		s.clients, s.clientsWhy = detectClients(d.LookPath, d.appExe)
 	}
 	internal := o.Internal
 	if len(internal) == 0 {
 		internal = append(DefaultInternal(), "kubernetes.default.svc."+s.clusterDomain())
 	}
 	seen := map[string]bool{}
-	for _, raw := range internal {
-		t, err := parseTarget(raw)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--internal: %w", err))
-			continue
-		}
-		if !seen[t.raw] {
-			seen[t.raw] = true
-			s.internal = append(s.internal, t)
+	for _, group := range []struct {
+		flag  string
+		names []string
+	}{{"--internal", internal}, {"--intranet", o.Intranet}} {
+		for _, raw := range group.names {
+			t, err := parseTarget(raw)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", group.flag, err))
+				continue
+			}
+			t.intranet = group.flag == "--intranet"
+			if !seen[t.raw] {
+				seen[t.raw] = true
+				s.internal = append(s.internal, t)
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
 
-	checks := []Check{s.envCheck(), s.pid1Check(), s.noProxyCheck()}
-	checks = append(checks, s.dnsChecks()...)
-	for _, t := range s.internal {
-		checks = append(checks, s.directCheck(t))
+// parseIPOrPrefix reads an address (a /32 or /128) or a CIDR.
+func parseIPOrPrefix(raw string) (netip.Prefix, error) {
+	raw = strings.TrimSpace(raw)
+	if strings.Contains(raw, "/") {
+		p, err := netip.ParsePrefix(raw)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR", raw)
+		}
+		return p.Masked(), nil
 	}
-	for _, t := range s.internal {
-		checks = append(checks, s.runtimesInternalCheck(t))
+	a, err := netip.ParseAddr(strings.Trim(raw, "[]"))
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR", raw)
 	}
-	checks = append(checks, s.runtimesEchoCheck())
-	checks = append(checks, s.proxyChecks()...)
-	checks = append(checks, s.egressCheck())
-	checks = append(checks, s.tlsChecks()...)
-	return checks, nil
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // RunChecks runs checks in parallel, each with its own deadline (limit; 0
@@ -445,7 +633,7 @@ func runOne(ctx context.Context, c Check, limit time.Duration) Outcome {
 		r.Details = []string{}
 	}
 	return Outcome{Name: c.Name, Target: c.Target, Status: r.Status, Summary: r.Summary, Details: r.Details,
-		Advice: r.Advice, Elapsed: time.Since(start)}
+		Advice: r.Advice, Path: c.path, Elapsed: time.Since(start)}
 }
 
 // panicFrames keeps the egret frames of a panic's stack (function and
@@ -464,15 +652,37 @@ func panicFrames(stack []byte) []string {
 // Run builds the checks for o and d and runs them. The error is a usage
 // error from Checks; network problems are outcomes.
 func Run(ctx context.Context, o Options, d Deps) ([]Outcome, error) {
-	checks, err := Checks(o, d)
+	r, err := RunReport(ctx, o, d)
 	if err != nil {
 		return nil, err
 	}
-	t := o.Timeout
-	if t <= 0 {
-		t = DefaultTimeout
+	return r.Checks, nil
+}
+
+// Report is a whole run: the record of where and how it ran, and the
+// checks' outcomes.
+type Report struct {
+	Record Record    `json:"record"`
+	Checks []Outcome `json:"checks"`
+}
+
+// RunReport builds the checks for o and d, runs them and gathers the run
+// record (record.go) beside them. The error is a usage error; network
+// problems are outcomes.
+func RunReport(ctx context.Context, o Options, d Deps) (*Report, error) {
+	s, err := newState(o, d)
+	if err != nil {
+		return nil, err
 	}
-	return RunChecks(ctx, checks, 4*t+2*time.Second), nil
+	checks := s.checks()
+	t := s.o.Timeout
+	// A check makes at most four bounded steps; the egress check repeats
+	// its steps per sample.
+	limit := time.Duration(4+3*(s.o.Samples-1))*t + 2*time.Second
+	pod := make(chan podFacts, 1)
+	go func() { pod <- s.pod(ctx) }()
+	outs := RunChecks(ctx, checks, limit)
+	return &Report{Record: s.record(<-pod, outs), Checks: outs}, nil
 }
 
 // Worst returns the worst status among outs, or Pass when there are none.

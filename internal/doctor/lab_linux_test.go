@@ -49,7 +49,14 @@ const (
 	squidPass   = "s3cret-Pa55" // Squid's password; must never appear in a report
 	wrongPass   = "Wr0ng-Pa55"  // a wrong one; must never appear either
 	resolvText  = "search shop.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
-	fullNoProxy = "localhost,127.0.0.1,::1,[::1],.svc,.cluster.local,kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,169.254.169.254," + apiIP
+	// IPv6 beside IPv4 on both links (the dual-stack cases).
+	podIP6       = "fd77:1::2"
+	gwPodSideIP6 = "fd77:1::1"
+	gwInetIP6    = "fd77:2::1"
+	inetIP6      = "fd77:2::2"
+	forbiddenIP  = "10.77.2.3" // on inet; the pod's direct path to it is prohibited in gw
+	leakyIP      = "10.77.2.4" // on inet; reachable directly (a forbidden target nobody blocked)
+	fullNoProxy  = "localhost,127.0.0.1,::1,[::1],.svc,.cluster.local,kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,169.254.169.254," + apiIP
 )
 
 type lab struct {
@@ -64,17 +71,25 @@ type lab struct {
 	deadPort      string // a closed port on the gateway host
 	squid         string // squid host:port (by Service name)
 	sidecar       string // egret sidecar on the pod's loopback, wrong upstream password
+	dualPort      string // the dual-stack echo's port on every inet address
+	policyGateway string // egret gateway that denies forbidden. and leaky.example.test
 }
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
 	netns.Require(t, "squid", "htpasswd")
 	l := &lab{pod: netns.New(t, "dr-pod"), gw: netns.New(t, "dr-gw"), inet: netns.New(t, "dr-inet")}
-	netns.Link(t, l.pod, l.gw, []string{podIP + "/24"}, []string{gwPodSideIP + "/24"})
-	netns.Link(t, l.gw, l.inet, []string{gwInetIP + "/24"}, []string{inetIP + "/24"})
+	netns.Link(t, l.pod, l.gw, []string{podIP + "/24", podIP6 + "/64"}, []string{gwPodSideIP + "/24", gwPodSideIP6 + "/64"})
+	_, inetIf := netns.Link(t, l.gw, l.inet, []string{gwInetIP + "/24", gwInetIP6 + "/64"}, []string{inetIP + "/24", inetIP6 + "/64", forbiddenIP + "/32", leakyIP + "/32"})
 	l.pod.Run(t, "ip", "route", "add", "default", "via", gwPodSideIP)
+	l.pod.Run(t, "ip", "-6", "route", "add", "default", "via", gwPodSideIP6)
 	l.inet.Run(t, "ip", "route", "add", "default", "via", gwInetIP)
+	l.inet.Run(t, "ip", "-6", "route", "add", "default", "via", gwInetIP6, "dev", inetIf)
 	l.gw.Run(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	l.gw.Run(t, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	// The pod's direct path to the forbidden address is refused on the
+	// way (what a NetworkPolicy or firewall does); the gateway's is not.
+	l.gw.Run(t, "ip", "rule", "add", "from", podIP, "to", forbiddenIP, "prohibit")
 	l.gw.Run(t, "ip", "addr", "add", apiIP+"/32", "dev", "lo")
 	l.gw.Run(t, "ip", "route", "add", "blackhole", "10.66.0.0/24")
 
@@ -84,6 +99,13 @@ func newLab(t *testing.T) *lab {
 	go esrv.Serve(eln)
 	t.Cleanup(func() { esrv.Close() })
 	l.echoURL = "http://echo.example.test:" + port(eln) + "/"
+	// Every inet address, IPv4 and IPv6: the dual-stack and forbidden
+	// destinations.
+	dln := l.listen(t, l.inet, "[::]:0")
+	dsrv := echo.Server()
+	go dsrv.Serve(dln)
+	t.Cleanup(func() { dsrv.Close() })
+	l.dualPort = port(dln)
 	dead := l.listen(t, l.inet, inetIP+":0")
 	l.deadEchoPort = port(dead)
 	dead.Close()
@@ -97,6 +119,12 @@ func newLab(t *testing.T) *lab {
 
 	// DNS for the pod.
 	l.dnsAddr = startDNS(t, l.pod, map[string]string{
+		"dual.example.test":                      inetIP + "," + inetIP6,
+		"echo6.example.test":                     inetIP6,
+		"forbidden.example.test":                 forbiddenIP,
+		"leaky.example.test":                     leakyIP,
+		"wiki.corp.test":                         apiIP,
+		"egret-policy.egress.svc.cluster.local":  gwPodSideIP + "," + gwPodSideIP6,
 		"kubernetes.default.svc.cluster.local":   apiIP,
 		"egret-gateway.egress.svc.cluster.local": gwPodSideIP,
 		"egret-deny.egress.svc.cluster.local":    gwPodSideIP,
@@ -111,10 +139,12 @@ func newLab(t *testing.T) *lab {
 	}
 
 	// Egret gateways: they know the outside names, not the cluster's.
-	outside := map[string]string{"echo.example.test": inetIP}
+	outside := map[string]string{"echo.example.test": inetIP, "dual.example.test": inetIP, "forbidden.example.test": forbiddenIP, "leaky.example.test": leakyIP}
 	l.gateway = "egret-gateway.egress:" + port(l.startEgret(t, l.gw, gwPodSideIP+":0", nil, outside, nil))
 	deny := []route.Rule{{Match: route.Match{Hosts: []string{"echo.example.test"}}, Action: route.Deny, Source: "test deny rule"}}
 	l.denyGateway = "egret-deny.egress:" + port(l.startEgret(t, l.gw, gwPodSideIP+":0", deny, outside, nil))
+	policy := []route.Rule{{Match: route.Match{Hosts: []string{"forbidden.example.test", "leaky.example.test"}}, Action: route.Deny, Source: "test forbidden rule"}}
+	l.policyGateway = "egret-policy.egress:" + port(l.startEgret(t, l.gw, "[::]:0", policy, outside, nil))
 	closed := l.listen(t, l.gw, gwPodSideIP+":0")
 	l.deadPort = port(closed)
 	closed.Close()
@@ -134,7 +164,11 @@ func newLab(t *testing.T) *lab {
 
 func (l *lab) listen(t *testing.T, ns *netns.NS, addr string) net.Listener {
 	t.Helper()
-	ln, err := ns.Listen("tcp4", addr)
+	network := "tcp4"
+	if strings.HasPrefix(addr, "[") {
+		network = "tcp" // [::]: both families
+	}
+	ln, err := ns.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,9 +270,11 @@ func (l *lab) deps(t *testing.T, env []string, pid1 []string) Deps {
 // port of ns's loopback and returns its address.
 func startDNS(t *testing.T, ns *netns.NS, names map[string]string) string {
 	t.Helper()
-	recs := map[string]netip.Addr{}
-	for n, a := range names {
-		recs[strings.ToLower(n)+"."] = netip.MustParseAddr(a)
+	recs := map[string][]netip.Addr{}
+	for n, as := range names {
+		for _, a := range strings.Split(as, ",") {
+			recs[strings.ToLower(n)+"."] = append(recs[strings.ToLower(n)+"."], netip.MustParseAddr(a))
+		}
 	}
 	var pc net.PacketConn
 	if err := ns.Do(func() error {
@@ -269,15 +305,23 @@ func startDNS(t *testing.T, ns *netns.NS, names map[string]string) string {
 				Header:    dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true},
 				Questions: []dnsmessage.Question{q},
 			}
-			a, ok := recs[strings.ToLower(q.Name.String())]
-			switch {
-			case !ok:
+			as, ok := recs[strings.ToLower(q.Name.String())]
+			if !ok {
 				resp.RCode = dnsmessage.RCodeNameError
-			case q.Type == dnsmessage.TypeA:
-				resp.Answers = []dnsmessage.Resource{{
-					Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 5},
-					Body:   &dnsmessage.AResource{A: a.As4()},
-				}}
+			}
+			for _, a := range as {
+				switch {
+				case q.Type == dnsmessage.TypeA && a.Is4():
+					resp.Answers = append(resp.Answers, dnsmessage.Resource{
+						Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 5},
+						Body:   &dnsmessage.AResource{A: a.As4()},
+					})
+				case q.Type == dnsmessage.TypeAAAA && a.Is6():
+					resp.Answers = append(resp.Answers, dnsmessage.Resource{
+						Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeAAAA, Class: dnsmessage.ClassINET, TTL: 5},
+						Body:   &dnsmessage.AAAAResource{AAAA: a.As16()},
+					})
+				}
 			}
 			if out, err := resp.Pack(); err == nil {
 				pc.WriteTo(out, from)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"egret.io/egret/internal/resolve"
 )
@@ -33,8 +34,9 @@ type lookups struct {
 }
 
 type lookupEntry struct {
-	once sync.Once
-	res  lookupResult
+	once     sync.Once
+	res      lookupResult
+	finished atomic.Bool // res is set
 }
 
 func newLookups(s *state) *lookups { return &lookups{s: s, m: map[string]*lookupEntry{}} }
@@ -53,7 +55,10 @@ func (l *lookups) lookup(ctx context.Context, host string) lookupResult {
 		l.m[host] = e
 	}
 	l.mu.Unlock()
-	e.once.Do(func() { e.res = l.resolve(ctx, host) })
+	e.once.Do(func() {
+		e.res = l.resolve(ctx, host)
+		e.finished.Store(true)
+	})
 	return e.res
 }
 

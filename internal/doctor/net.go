@@ -146,11 +146,39 @@ func failureOf(stage string, err error) *failure {
 // dialHost resolves host (search list applied) and connects to its
 // addresses in order within one operation timeout.
 func (s *state) dialHost(ctx context.Context, host string, port uint16) (net.Conn, netip.AddrPort, *failure) {
+	return s.dialHostFam(ctx, host, port, "", false)
+}
+
+// dialHostFam is dialHost over the addresses of family fam ("" any). With
+// fallback, a host without an address in fam is dialed over any; without,
+// that is a failure.
+func (s *state) dialHostFam(ctx context.Context, host string, port uint16, fam string, fallback bool) (net.Conn, netip.AddrPort, *failure) {
 	res := s.lk.lookup(ctx, host)
 	if res.err != nil {
 		return nil, netip.AddrPort{}, failureOf("resolve "+host, res.err)
 	}
-	return s.dialAddrs(ctx, res.addrs, port)
+	addrs := familyAddrs(res.addrs, fam)
+	if len(addrs) == 0 {
+		if !fallback {
+			return nil, netip.AddrPort{}, &failure{kind: fkNotFound, stage: "resolve " + host, err: fmt.Errorf("no IPv%s address", fam)}
+		}
+		addrs = res.addrs
+	}
+	return s.dialAddrs(ctx, addrs, port)
+}
+
+// familyAddrs keeps the addresses of family fam ("4", "6"; "" keeps all).
+func familyAddrs(as []netip.Addr, fam string) []netip.Addr {
+	if fam == "" {
+		return as
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if addrFamily(a) == fam {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // dialAddrs connects to the first of addrs that accepts.
@@ -247,10 +275,16 @@ func proxyPort(p *url.URL) uint16 {
 
 // dialProxy connects to proxy p (TLS for https://).
 func (s *state) dialProxy(ctx context.Context, p *url.URL) (net.Conn, *failure) {
+	return s.dialProxyFam(ctx, p, "")
+}
+
+// dialProxyFam connects to proxy p over address family fam ("4", "6")
+// when the proxy has an address in it, else over any.
+func (s *state) dialProxyFam(ctx context.Context, p *url.URL, fam string) (net.Conn, *failure) {
 	if strings.HasPrefix(p.Scheme, "socks5") {
 		return nil, &failure{kind: fkUnsupported, stage: "talk to " + redactURL(p), err: errors.New("the doctor tests HTTP proxies only; socks5 is not tested")}
 	}
-	c, ap, f := s.dialHost(ctx, p.Hostname(), proxyPort(p))
+	c, ap, f := s.dialHostFam(ctx, p.Hostname(), proxyPort(p), fam, true)
 	if f != nil {
 		if f.stage == "resolve "+strings.ToLower(p.Hostname()) {
 			return nil, f
@@ -292,7 +326,12 @@ func (s *state) tlsConfig(serverName string) *tls.Config {
 // returned connection is the tunnel (with br holding any early bytes);
 // otherwise the connection is closed and only the answer returned.
 func (s *state) connectVia(ctx context.Context, p *url.URL, hostport string) (net.Conn, *bufio.Reader, *answer, *failure) {
-	c, f := s.dialProxy(ctx, p)
+	return s.connectViaFam(ctx, p, hostport, "")
+}
+
+// connectViaFam is connectVia reaching the proxy over family fam.
+func (s *state) connectViaFam(ctx context.Context, p *url.URL, hostport, fam string) (net.Conn, *bufio.Reader, *answer, *failure) {
+	c, f := s.dialProxyFam(ctx, p, fam)
 	if f != nil {
 		return nil, nil, nil, f
 	}
@@ -316,9 +355,14 @@ func (s *state) connectVia(ctx context.Context, p *url.URL, hostport string) (ne
 // the origin's answer as ans, a failure past the proxy (TLS with the
 // origin through the tunnel) as originF.
 func (s *state) getVia(ctx context.Context, p *url.URL, u *url.URL) (ans, proxyAns *answer, f, originF *failure) {
+	return s.getViaFam(ctx, p, u, "")
+}
+
+// getViaFam is getVia reaching the proxy over family fam.
+func (s *state) getViaFam(ctx context.Context, p *url.URL, u *url.URL, fam string) (ans, proxyAns *answer, f, originF *failure) {
 	hostport := hostPortOf(u)
 	if u.Scheme == "https" {
-		c, br, pa, f := s.connectVia(ctx, p, hostport)
+		c, br, pa, f := s.connectViaFam(ctx, p, hostport, fam)
 		if f != nil || pa.code/100 != 2 {
 			return nil, pa, f, nil
 		}
@@ -326,7 +370,7 @@ func (s *state) getVia(ctx context.Context, p *url.URL, u *url.URL) (ans, proxyA
 		ans, of := s.getOver(ctx, c, br, u, true)
 		return ans, nil, nil, of
 	}
-	c, f := s.dialProxy(ctx, p)
+	c, f := s.dialProxyFam(ctx, p, fam)
 	if f != nil {
 		return nil, nil, f, nil
 	}
@@ -356,8 +400,13 @@ func fromProxy(a *answer) bool {
 
 // getDirect fetches u without a proxy; addr is where it connected.
 func (s *state) getDirect(ctx context.Context, u *url.URL, verify bool) (*answer, netip.AddrPort, *failure) {
+	return s.getDirectFam(ctx, u, verify, "")
+}
+
+// getDirectFam is getDirect over the target's addresses of family fam.
+func (s *state) getDirectFam(ctx context.Context, u *url.URL, verify bool, fam string) (*answer, netip.AddrPort, *failure) {
 	port, _ := strconv.ParseUint(portOf(u), 10, 16)
-	c, ap, f := s.dialHost(ctx, u.Hostname(), uint16(port))
+	c, ap, f := s.dialHostFam(ctx, u.Hostname(), uint16(port), fam, false)
 	if f != nil {
 		return nil, ap, f
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteJSON writes outcomes as a JSON array, one object per check in run
@@ -19,6 +20,60 @@ func WriteJSON(w io.Writer, outs []Outcome) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(outs)
+}
+
+// WriteReportJSON writes a whole run as one JSON object: "record" (where
+// and how it ran, and what the network answered: record.go) and "checks"
+// (the array WriteJSON writes).
+func WriteReportJSON(w io.Writer, r *Report) error {
+	if r.Checks == nil {
+		r.Checks = []Outcome{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// WriteReportText writes the checks (WriteText), then the run record's
+// essentials: the pod, the four paths, the egress addresses.
+func WriteReportText(w io.Writer, r *Report, verbose bool) error {
+	if err := WriteText(w, r.Checks, verbose); err != nil {
+		return err
+	}
+	var b strings.Builder
+	rec := r.Record
+	fmt.Fprintf(&b, "\nrun: egret %s at %s", orDefault(rec.EgretVersion, "dev"), rec.Time.Format(time.RFC3339))
+	if rec.Pod.Name != "" {
+		fmt.Fprintf(&b, " in pod %s/%s", orDefault(rec.Pod.Namespace, "?"), rec.Pod.Name)
+	}
+	if rec.Pod.Node != "" {
+		fmt.Fprintf(&b, " on node %s", rec.Pod.Node)
+	}
+	b.WriteString("\n")
+	if rec.App.PID != 0 {
+		fmt.Fprintf(&b, "app: PID %d %s\n", rec.App.PID, rec.App.Command)
+	}
+	for _, c := range rec.Pod.Containers {
+		fmt.Fprintf(&b, "image: %s %s %s\n", c.Name, c.Image, c.ImageID)
+	}
+	if len(rec.Pod.ConfigHashes) > 0 {
+		var parts []string
+		for _, k := range sortedKeys(rec.Pod.ConfigHashes) {
+			parts = append(parts, k+"="+rec.Pod.ConfigHashes[k])
+		}
+		fmt.Fprintf(&b, "injected: %s\n", strings.Join(parts, " "))
+	}
+	var paths []string
+	for _, p := range []string{PathServiceDirect, PathIntranetDirect, PathOutsideViaProxy, PathForbidden} {
+		paths = append(paths, p+" "+rec.Paths[p])
+	}
+	fmt.Fprintf(&b, "paths: %s\n", strings.Join(paths, ", "))
+	if len(rec.EgressIPs.Proxy)+len(rec.EgressIPs.Direct) > 0 {
+		fmt.Fprintf(&b, "egress: via proxy %s; direct %s\n", orDefault(strings.Join(rec.EgressIPs.Proxy, ", "), "-"), orDefault(strings.Join(rec.EgressIPs.Direct, ", "), "-"))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // WriteText writes outcomes for people: a table with one line per check,

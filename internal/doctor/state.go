@@ -2,9 +2,12 @@ package doctor
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
+	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"egret.io/egret/internal/noproxy"
@@ -16,6 +19,12 @@ type state struct {
 	o          Options
 	d          Deps
 	echo       *url.URL // nil without --echo
+	echo2      *url.URL // a second echo endpoint, or nil
+	expect     []netip.Prefix
+	forbidden  []*url.URL
+	rec        *recorder // what the checks saw, for the run record
+	podOnce    sync.Once
+	podF       podFacts
 	proxyFlag  *url.URL // --proxy, nil when not given
 	internal   []target // internal destinations
 	env        noproxy.Env
@@ -55,12 +64,37 @@ var runtimeClients = []struct {
 	{[]string{"dotnet"}, []string{"dotnet"}},
 }
 
+// exeRuntime maps an application's executable (its base name) to the
+// runtime entry it is: "java", "node", "nodejs", "python3.11", "ruby".
+func exeRuntime(exe string) (int, bool) {
+	base := path.Base(exe)
+	for i, rc := range runtimeClients {
+		for _, e := range rc.exe {
+			if base == e || (e == "python3" && strings.HasPrefix(base, "python3")) || (e == "node" && base == "nodejs") {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // detectClients returns "go" (Go programs, and egret itself) plus the
-// models of the runtimes found on PATH.
-func detectClients(lookPath func(string) (string, error)) ([]noproxy.Client, string) {
+// models of the runtimes found on PATH and of the application's own
+// executable (appExe, "" when not adopting a process: a distroless image
+// has no PATH worth the name, but its process is java or node).
+func detectClients(lookPath func(string) (string, error), appExe string) ([]noproxy.Client, string) {
 	names := []string{"go"}
 	var found []string
-	for _, rc := range runtimeClients {
+	have := map[int]bool{}
+	if i, ok := exeRuntime(appExe); ok {
+		have[i] = true
+		names = append(names, runtimeClients[i].clients...)
+		found = append(found, "the application's executable "+appExe)
+	}
+	for i, rc := range runtimeClients {
+		if have[i] {
+			continue
+		}
 		for _, exe := range rc.exe {
 			if p, err := lookPath(exe); err == nil {
 				names = append(names, rc.clients...)
@@ -72,7 +106,10 @@ func detectClients(lookPath func(string) (string, error)) ([]noproxy.Client, str
 	cs, _ := noproxy.SelectClients(names)
 	why := "go (always) and no other runtime on PATH"
 	if len(found) > 0 {
-		why = "go (always) and from PATH: " + strings.Join(found, ", ")
+		why = "go (always) and " + strings.Join(found, ", ")
+		if appExe == "" {
+			why = "go (always) and from PATH: " + strings.Join(found, ", ")
+		}
 	}
 	return cs, why
 }

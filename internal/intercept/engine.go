@@ -433,7 +433,7 @@ var _ httputil.BufferPool = (*bufferPool)(nil)
 
 // engineStats counts what the Engine did (Stats).
 type engineStats struct {
-	handshakes, exempt                                           atomic.Uint64
+	handshakes, exempt, origin, resumed                          atomic.Uint64
 	hsMismatch, hsRejected, hsTimeout, hsClosed, hsOther, hsLeaf atomic.Uint64
 	allowed, denied, reported, failed                            atomic.Uint64
 }
@@ -459,6 +459,9 @@ func (s *engineStats) handshakeFailed(reason string) {
 type Stats struct {
 	// Handshakes completed with clients; Exempt tunnels passed through.
 	Handshakes, Exempt uint64
+	// OriginHandshakes completed with origins, of which Resumed resumed a
+	// TLS session (no certificate to verify again).
+	OriginHandshakes, Resumed uint64
 	// HandshakeFailures by reason.
 	HandshakeFailures map[string]uint64
 	// Requests by what the rules decided: allowed, denied (403),
@@ -472,7 +475,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	s := &e.stats
 	return Stats{
-		Handshakes: s.handshakes.Load(), Exempt: s.exempt.Load(),
+		Handshakes: s.handshakes.Load(), Exempt: s.exempt.Load(), OriginHandshakes: s.origin.Load(), Resumed: s.resumed.Load(),
 		HandshakeFailures: map[string]uint64{
 			"sni_mismatch": s.hsMismatch.Load(), "client_rejected_leaf": s.hsRejected.Load(),
 			"handshake_timeout": s.hsTimeout.Load(), "client_closed": s.hsClosed.Load(),

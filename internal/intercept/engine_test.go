@@ -499,3 +499,77 @@ func waitFor(t testing.TB, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCARotationUnderTraffic rotates the interception CA with the overlap
+// while clients that hold the bundle of both keep opening connections: no
+// request fails, and after the switch new connections get leaves of the
+// new CA.
+func TestCARotationUnderTraffic(t *testing.T) {
+	l := newLab(t)
+	l.origin("api.example.test", nil, nil)
+	_, c1, k1 := newAuthority(t, "CA one")
+	_, c2, k2 := newAuthority(t, "CA two")
+	vol := secretvol.New(t, map[string]string{CertFile: string(c1), KeyFile: string(k1), TrustFile: string(c2)})
+	d := &CADir{Path: vol.Dir, Issuer: l.issuer, Interval: time.Hour}
+	if _, err := d.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := contextWithCancel()
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(50 * time.Millisecond)
+	// The pods' bundle: both CAs (step 1 of the rotation).
+	l.caCert = l.issuer.Authority().BundlePEM()
+	u := "https://api.example.test:" + port(l, "api.example.test") + "/"
+	var mu sync.Mutex
+	var fails []string
+	issuers := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := l.client(false)
+				var issuer string
+				c.Transport.(*http.Transport).TLSClientConfig.VerifyConnection = func(cs tls.ConnectionState) error {
+					issuer = cs.PeerCertificates[0].Issuer.CommonName
+					return nil
+				}
+				resp, err := c.Get(u)
+				c.Transport.(*http.Transport).CloseIdleConnections()
+				mu.Lock()
+				if err != nil {
+					fails = append(fails, err.Error())
+				} else {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						fails = append(fails, resp.Status)
+					}
+					issuers[issuer]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	// Step 2: the new CA signs, the old one stays trusted.
+	vol.Update(t, map[string]string{CertFile: string(c2), KeyFile: string(k2), TrustFile: string(c1)})
+	waitFor(t, func() bool { return l.issuer.Authority().Cert.Subject.CommonName == "CA two" })
+	before := func() int { mu.Lock(); defer mu.Unlock(); return issuers["CA two"] }
+	waitFor(t, func() bool { return before() >= 5 })
+	close(stop)
+	wg.Wait()
+	if len(fails) > 0 {
+		t.Errorf("%d requests failed during the rotation, the first: %s", len(fails), fails[0])
+	}
+	if issuers["CA one"] == 0 || issuers["CA two"] == 0 {
+		t.Errorf("leaves by issuer: %v", issuers)
+	}
+}

@@ -169,6 +169,10 @@ func (s *session) dialTLS(ctx context.Context, cfg *tls.Config) (*tls.Conn, erro
 		raw.Close()
 		return nil, &originTLSError{host: s.t.Host, err: err, certAsked: s.certAsked.Load()}
 	}
+	s.e.stats.origin.Add(1)
+	if tc.ConnectionState().DidResume {
+		s.e.stats.resumed.Add(1)
+	}
 	return tc, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"egret.io/egret/internal/ipaddr"
 )
 
 // Defaults of the init container's flags.
@@ -228,26 +230,16 @@ func splitList(in []string) []string {
 func parsePrefixes(field string, in []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, v := range splitList(in) {
-		var p netip.Prefix
-		if strings.Contains(v, "/") {
-			var err error
-			if p, err = netip.ParsePrefix(v); err != nil {
-				return nil, fmt.Errorf("%s %q: not a CIDR", field, v)
-			}
-		} else {
-			a, err := netip.ParseAddr(v)
-			if err != nil {
-				return nil, fmt.Errorf("%s %q: not a CIDR or IP address", field, v)
-			}
-			if a.Zone() != "" {
-				return nil, fmt.Errorf("%s %q: zones are not allowed", field, v)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
+		p, err := ipaddr.ParsePrefix(v) // egret's one reading of a range
+		switch {
+		case err == nil:
+		case strings.Contains(v, "%"):
+			return nil, fmt.Errorf("%s %q: zones are not allowed", field, v)
+		case strings.Contains(v, "/"):
+			return nil, fmt.Errorf("%s %q: not a CIDR", field, v)
+		default:
+			return nil, fmt.Errorf("%s %q: not a CIDR or IP address", field, v)
 		}
-		if p.Addr().Is4In6() {
-			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
-		}
-		p = p.Masked()
 		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}

@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/ratelimit"
 	"egret.io/egret/internal/route"
 )
@@ -268,17 +268,12 @@ func compileMatch(r *Rule) (route.Match, error) {
 		m.Suffixes = append(m.Suffixes, sf)
 	}
 	for _, s := range r.CIDRs {
-		s = strings.TrimSpace(s)
-		p, err := netip.ParsePrefix(s)
+		p, err := ipaddr.ParsePrefix(s)
 		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				errs = append(errs, fmt.Errorf("cidr %q: want an address or a prefix like 10.0.0.0/8", s))
-				continue
-			}
-			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			errs = append(errs, fmt.Errorf("cidr %w", err))
+			continue
 		}
-		m.CIDRs = append(m.CIDRs, p.Masked())
+		m.CIDRs = append(m.CIDRs, p)
 	}
 	for _, p := range r.Ports {
 		if p < 1 || p > 65535 {

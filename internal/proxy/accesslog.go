@@ -13,48 +13,52 @@ import (
 
 // Access log field names: one JSON line per request or tunnel.
 const (
-	logKind      = "kind"     // http, connect, transparent, socks5
-	logClient    = "client"   // client address
-	logMethod    = "method"   // HTTP method (http kind)
-	logDest      = "dest"     // host:port
-	logOrigDst   = "orig_dst" // transparent: the original destination ip:port
-	logSniffed   = "sniffed"  // transparent: tls, http or unknown
-	logURL       = "url"      // scheme://host/path, no query (http kind)
-	logAction    = "route"    // direct, upstream, deny
-	logReason    = "reason"   // closed set: host, suffix, cidr, resolved_cidr, port, any, default, loopback
-	logDetail    = "rule"     // the deciding entry and where it came from
-	logPool      = "pool"     // pool name when upstream
-	logUpstream  = "upstream" // member used (redacted URL)
-	logStatus    = "status"   // status answered to the client
-	logError     = "error"    // Proxy-Status error type
-	logErrDetail = "error_detail"
-	logUp        = "bytes_up"    // client → destination
-	logDown      = "bytes_down"  // destination → client
-	logConnectMS = "connect_ms"  // time to establish (dial + CONNECT answer)
-	logDuration  = "duration_ms" // whole request or tunnel
-	logWouldDeny = "would_deny"  // the report-only deny rule that would have denied it
+	logKind        = "kind"         // http, connect, transparent, socks5
+	logClient      = "client"       // client address
+	logMethod      = "method"       // HTTP method (http kind)
+	logDest        = "dest"         // host:port
+	logOrigDst     = "orig_dst"     // transparent: the original destination ip:port
+	logSniffed     = "sniffed"      // transparent: tls, http or unknown
+	logSniffedName = "sniffed_name" // transparent: a name shown but not accepted (it does not resolve to orig_dst)
+	logURL         = "url"          // scheme://host/path, no query (http kind)
+	logAction      = "route"        // direct, upstream, deny
+	logReason      = "reason"       // closed set: host, suffix, cidr, resolved_cidr, port, any, default, loopback
+	logDetail      = "rule"         // the deciding entry and where it came from
+	logPool        = "pool"         // pool name when upstream
+	logUpstream    = "upstream"     // member used (redacted URL)
+	logStatus      = "status"       // status answered to the client
+	logError       = "error"        // Proxy-Status error type
+	logErrDetail   = "error_detail"
+	logUp          = "bytes_up"    // client → destination
+	logDown        = "bytes_down"  // destination → client
+	logConnectMS   = "connect_ms"  // time to establish (dial + CONNECT answer)
+	logDuration    = "duration_ms" // whole request or tunnel
+	logWouldDeny   = "would_deny"  // the report-only deny rule that would have denied it
 )
 
 // event accumulates what one request or tunnel did, for its log line and
 // metrics.
 type event struct {
-	kind     string
-	client   string
-	method   string
-	dest     string
-	origDst  string // transparent only
-	sniffed  string // transparent only
-	url      string
-	dec      route.Decision
-	decided  bool
-	member   string
-	status   int
-	err      *proxystatus.Error
-	up, down int64
-	start    time.Time
-	connect  time.Duration
-	release  releases // limit slots held until the request or tunnel ends
-	timed    bool     // finish observes the request's duration
+	kind    string
+	client  string
+	method  string
+	dest    string
+	origDst string // transparent only
+	sniffed string // transparent only
+	// sniffedName is the name a transparent client showed (SNI, Host) that
+	// was not accepted: it does not resolve to the original destination.
+	sniffedName string
+	url         string
+	dec         route.Decision
+	decided     bool
+	member      string
+	status      int
+	err         *proxystatus.Error
+	up, down    int64
+	start       time.Time
+	connect     time.Duration
+	release     releases // limit slots held until the request or tunnel ends
+	timed       bool     // finish observes the request's duration
 	// clientAdmitted is set once admitClient ran (a listener may run it
 	// before the rest of admit).
 	clientAdmitted bool
@@ -154,6 +158,9 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 	if ev.origDst != "" {
 		l.str(logOrigDst, ev.origDst)
 		l.str(logSniffed, ev.sniffed)
+		if ev.sniffedName != "" {
+			l.str(logSniffedName, ev.sniffedName)
+		}
 	}
 	if ev.url != "" {
 		l.str(logURL, ev.url)

@@ -50,14 +50,51 @@ type target struct {
 }
 
 // admission is a destination admit let through.
+//
+// It is the seam between judging and dialling: dec.Addrs are the exact
+// addresses the routes and the workload's policy approved, from the one
+// lookup they all judged (names), and a direct dial connects to those and
+// nothing else — never a second resolution between the decision and the
+// dial. nil Addrs mean nothing judged the name by its addresses: the dial
+// then makes the one lookup, and the SSRF guard judges each address.
 type admission struct {
 	st   *State
 	dest route.Dest // as logged and routed
 	dial route.Dest // what to connect to (transparent: the original address)
 	dec  route.Decision
+	// names is the admission's one lookup of the destination's name,
+	// shared by every table that judges it and by the dial.
+	names answer
 	// breaker is set when the destination's breaker awaits the outcome
 	// (reportDest).
 	breaker bool
+}
+
+// answer is one lookup, made at most once: the first name asked is
+// resolved and remembered, and every later question about it gets the same
+// addresses, so what is judged and what is dialled come from one answer
+// (a name that answers differently a moment later — DNS rebinding — is not
+// asked again). It satisfies route.Resolver.
+type answer struct {
+	s     *Server
+	host  string
+	addrs []netip.Addr
+	err   error
+	done  bool
+}
+
+// LookupNetIP returns the remembered answer for host, resolving it the
+// first time (through the server's resolver, counted). Another name (there
+// is none in one admission) is resolved without being remembered.
+func (n *answer) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if n.done && host == n.host {
+		return n.addrs, n.err
+	}
+	addrs, err := n.s.resolve(ctx, host)
+	if !n.done {
+		n.host, n.addrs, n.err, n.done = host, addrs, err, true
+	}
+	return addrs, err
 }
 
 // admit applies the shared policy to a client's request or tunnel. ev
@@ -76,11 +113,12 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 		}
 	}
 	a := &admission{st: s.state.Load()}
+	a.names.s = s
 	if tg.transparent {
 		if e := s.selfLoop(ev, tg.orig); e != nil {
 			return nil, e
 		}
-		a.dest, a.dial, a.dec = s.routeTransparent(ctx, a.st, tg.orig, tg.sniffed)
+		s.routeTransparent(ctx, ev, a, tg.orig, tg.sniffed)
 	} else {
 		dest, err := route.ParseDest(tg.hostport, tg.defPort)
 		if err != nil {
@@ -94,9 +132,12 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 		if dest.Addr.IsValid() && s.raw.isSelf(netip.AddrPortFrom(dest.Addr, dest.Port)) {
 			return nil, s.loopSelf(dest)
 		}
-		a.dec = s.Route(ctx, a.st, dest)
+		a.dec = a.st.Routes.Decide(ctx, dest, &a.names)
 	}
 	s.judge(ctx, ev, a)
+	if tg.transparent {
+		s.pinOriginal(a, tg.orig)
+	}
 	ev.dest, ev.dec, ev.decided = a.dest.String(), a.dec, true
 	if a.dec.Action == route.Deny {
 		return nil, denied(a.dest, a.dec)

@@ -38,12 +38,6 @@ func (c *Conn) Close() error {
 	return c.Conn.Close()
 }
 
-// Route decides where dest goes under the current state.
-func (s *Server) Route(ctx context.Context, st *State, dest route.Dest) route.Decision {
-	dec := st.Routes.Decide(ctx, dest, s.opts.Resolver)
-	return dec
-}
-
 // open connects an admitted tunnel as its decision says: directly (to
 // the addresses routing resolved, through the SSRF guard and the loop
 // check) or through the decision's pool, which never falls back to direct.
@@ -112,11 +106,14 @@ func (s *Server) countUpstreamErr(pool string, err error) {
 }
 
 // dialDirect connects to dest, trying its addresses in order within the
-// dial timeout: the addresses routing resolved for dec, else a lookup's.
-// Every address is checked right before it is dialled — no check, then
-// resolve again — by the SSRF guard (gateway) and the loop check: only the
-// addresses both allow are tried, and when none is, the refusal names the
-// first address and why.
+// dial timeout: the address of an IP literal (or a transparent
+// connection's original address), else the addresses dec approved
+// (route.Decision.Addrs: the judged answer, never resolved again), else —
+// when nothing judged the name by its addresses — one lookup's. A lookup
+// the decision made that failed fails the dial; it is not retried. Every
+// address is checked right before it is dialled by the SSRF guard
+// (gateway) and the loop check: only the addresses both allow are tried,
+// and when none is, the refusal names the first address and why.
 func (s *Server) dialDirect(ctx context.Context, st *State, dest route.Dest, dec route.Decision) (net.Conn, error) {
 	addrs := dec.Addrs
 	if d := s.opts.Timeouts.Dial; d > 0 {
@@ -127,6 +124,8 @@ func (s *Server) dialDirect(ctx context.Context, st *State, dest route.Dest, dec
 	switch {
 	case dest.Addr.IsValid():
 		addrs = []netip.Addr{dest.Addr}
+	case len(addrs) == 0 && dec.ResolveErr != nil:
+		return nil, lookupErr(dest.Host, dec.ResolveErr)
 	case len(addrs) == 0:
 		var err error
 		addrs, err = s.lookup(ctx, dest.Host)
@@ -209,29 +208,41 @@ func (s *Server) dialable(st *State, dest route.Dest, dec route.Decision, addrs 
 	return ok, refused
 }
 
-// lookup resolves host through the resolver, counting the result.
-func (s *Server) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+// resolve looks host up through the resolver, counting the result.
+func (s *Server) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	addrs, err := s.opts.Resolver.LookupNetIP(ctx, "ip", host)
 	if s.m != nil {
-		res := "ok"
 		if err != nil {
-			res = "error"
+			s.dnsErr.Inc()
+		} else {
+			s.dnsOK.Inc()
 		}
-		s.m.DNSLookups.WithLabelValues(res).Inc()
 	}
+	return addrs, err
+}
+
+// lookup resolves host (resolve) for a dial: the addresses, or the error
+// to answer with.
+func (s *Server) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	addrs, err := s.resolve(ctx, host)
 	if err != nil {
-		pe := proxystatus.From(err)
-		out := *pe
-		out.Detail = "resolve " + host + ": " + errText(err)
-		if out.Type == proxystatus.ProxyInternalError {
-			out.Type = proxystatus.DNSError
-		}
-		return nil, &out
+		return nil, lookupErr(host, err)
 	}
 	if len(addrs) == 0 {
 		return nil, &proxystatus.Error{Type: proxystatus.DestinationNotFound, Detail: "resolve " + host + ": no addresses"}
 	}
 	return addrs, nil
+}
+
+// lookupErr is the answer to a failed lookup of host.
+func lookupErr(host string, err error) *proxystatus.Error {
+	pe := proxystatus.From(err)
+	out := *pe
+	out.Detail = "resolve " + host + ": " + errText(err)
+	if out.Type == proxystatus.ProxyInternalError {
+		out.Type = proxystatus.DNSError
+	}
+	return &out
 }
 
 func errText(err error) string {

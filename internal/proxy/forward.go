@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -273,6 +275,12 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 		var oc *http1.Conn
 		if try == 0 {
 			oc = pool.Get(key, !x.idempotent)
+			if oc != nil && key.member == nil && !approves(x.ev.dec.Addrs, oc) {
+				// Dialled for another request, to an address this one's
+				// decision does not approve: it stays for those it fits.
+				pool.Put(key, oc)
+				oc = nil
+			}
 		}
 		if oc == nil {
 			var err error
@@ -325,6 +333,16 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 		}
 		return nil, err
 	}
+}
+
+// approves reports whether the direct origin connection oc goes to one of
+// addrs, the addresses a decision approved (nil: any).
+func approves(addrs []netip.Addr, oc *http1.Conn) bool {
+	if addrs == nil {
+		return true
+	}
+	ap, ok := addrPort(oc.Raw.RemoteAddr())
+	return ok && slices.Contains(addrs, ap.Addr())
 }
 
 // authenticate runs the handshake of m's scheme on oc, a new connection

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"slices"
 
+	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/limit"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/resolve"
@@ -163,7 +163,7 @@ func (s *Server) guard(dest route.Dest, a netip.Addr, exempt []netip.Prefix) *pr
 	if r == nil {
 		return nil
 	}
-	if plain := a.WithZone("").Unmap(); containsAddr(exempt, plain) && !slices.Contains(g.Own, plain) {
+	if ipaddr.Contains(exempt, a) && !g.Owns(a) {
 		return nil
 	}
 	if s.m != nil {
@@ -173,6 +173,11 @@ func (s *Server) guard(dest route.Dest, a netip.Addr, exempt []netip.Prefix) *pr
 	if !dest.Addr.IsValid() {
 		what = dest.Host + " resolves to " + a.String() + ","
 	}
+	hint := "EGRET_SSRF_ALLOW_CIDRS opens a range"
+	if r.Class == resolve.ClassOwnAddress {
+		own := r.Range.Addr()
+		hint = "only an EGRET_SSRF_ALLOW_CIDRS entry of exactly " + netip.PrefixFrom(own, own.BitLen()).String() + " opens it"
+	}
 	return &proxystatus.Error{Type: proxystatus.DestinationIPProhibit,
-		Detail: fmt.Sprintf("%s %s, which this gateway does not connect to (EGRET_SSRF_ALLOW_CIDRS opens a range)", what, r)}
+		Detail: fmt.Sprintf("%s %s, which this gateway does not connect to (%s)", what, r, hint)}
 }

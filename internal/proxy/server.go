@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/relay"
@@ -109,6 +111,9 @@ type Server struct {
 	insights     insights
 	origins      *originPool // idle connections of forwarded requests
 	via10, via11 string      // Via elements
+	// dnsOK and dnsErr are the children of the lookup counter, taken once
+	// (a label lookup per lookup would allocate); nil without metrics.
+	dnsOK, dnsErr prometheus.Counter
 
 	// ctx is the context of routing and dialling. It is never cancelled:
 	// every stage has its own timeout, and a cancellable parent would cost
@@ -174,6 +179,9 @@ func New(opts Options, st *State) (*Server, error) {
 		stop:    make(chan struct{}),
 	}
 	s.ctx = context.Background()
+	if s.m != nil {
+		s.dnsOK, s.dnsErr = s.m.DNSLookups.WithLabelValues("ok"), s.m.DNSLookups.WithLabelValues("error")
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -94,6 +94,18 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKS
 	}
 	c.SetDeadline(time.Time{})
 	ev.status = http.StatusOK
+	if s.opts.Workloads != nil {
+		// The SNI check, as for a CONNECT tunnel: the ClientHello the
+		// client sends once it has its reply, before anything is relayed.
+		var e *proxystatus.Error
+		if early, e = s.checkSNI(ev, a, c, early); e != nil {
+			c.Close()
+			sc.Close()
+			ev.err, ev.status = e, e.Code()
+			s.finish(ev)
+			return
+		}
+	}
 	s.relay(ev, c, early, sc)
 }
 

@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/origdst"
 	"egret.io/egret/internal/proxystatus"
@@ -91,7 +94,25 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 		return
 	}
 
-	res, err := sniff.Sniff(c, o.Sniff)
+	// The workload is known before sniffing: under its policy's SNI check
+	// the ClientHello is awaited as long as a CONNECT tunnel's, and a
+	// sniff that cannot finish is a failed check, never "no name".
+	sopts, check, enforce := o.Sniff, false, false
+	if s.opts.Workloads != nil {
+		if e := s.identify(ctx, ev, ""); e != nil {
+			c.Close()
+			s.failRaw(ctx, ev, e, e.Code())
+			return
+		}
+		if r := ev.wl.Rules; r != nil {
+			check, enforce = r.SNI(orig.Port())
+		}
+		if check {
+			sopts.FirstByteTimeout = max(sopts.FirstByteTimeout, sniTimeout)
+			sopts.Timeout = max(sopts.Timeout, sniTimeout)
+		}
+	}
+	res, err := sniff.Sniff(c, sopts)
 	ev.sniffed = res.Proto.String()
 	if err != nil && !(errors.Is(err, io.EOF) && len(res.Peeked) > 0) {
 		// The client reset, or closed before sending anything: nothing to
@@ -101,9 +122,23 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 		s.failRaw(ctx, ev, &proxystatus.Error{Type: e.Type, Detail: "client closed before its first bytes were read: " + errText(err), Err: err}, 0)
 		return
 	}
+	var sniNote string
+	if check {
+		if why := unfinished(res, err); why != "" {
+			detail := "SNI check could not finish: " + why + " (" + ev.wl.Policy + ")"
+			if e := s.sniVerdict(ev, detail, enforce); e != nil {
+				s.refuseTransparent(ctx, ev, c, res.Proto, e)
+				return
+			}
+			sniNote, ev.dec.WouldDeny = ev.dec.WouldDeny, ""
+		}
+	}
 
 	wctx, stop := watchClient(ctx, c, nil, nil)
 	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
+	if sniNote != "" && ev.dec.WouldDeny == "" {
+		ev.dec.WouldDeny = sniNote
+	}
 	var sc *Conn
 	if e == nil {
 		sc, err = s.open(wctx, ev, a)
@@ -129,65 +164,93 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 	s.relay(ev, c, append(res.Peeked, more...), sc)
 }
 
-// routeTransparent decides a redirected connection. It returns the
-// destination to log and route by, the destination to dial, and the
-// decision.
+// routeTransparent decides a redirected connection: it sets a's
+// destination to log and judge by, the destination to dial, and the
+// routes' decision (the workload's policy then judges a.dest, and
+// pinOriginal checks the dial).
 //
 // Without a usable sniffed name (unknown protocol, no SNI, an IP literal in
-// Host) the connection is routed and dialled by its original address. With
-// a name, a client could lie (SNI "allowed.example" towards another
-// address), so:
-//   - a deny for the name or for the original address wins;
+// Host) the connection is routed, judged and dialled by its original
+// address. With a name, a client could lie (SNI "allowed.example" towards
+// another address), and the name is what routes and policies would judge;
+// so the connection is judged by what egret connects to:
+//   - a deny for the original address wins, whatever the name says;
 //   - an upstream decision for the name sends a CONNECT to the name: the
 //     upstream reaches what the name says, exactly what an explicit client
-//     naming it would get, never the unverified address;
-//   - a direct decision for the name dials the original address, never a
-//     new resolution of the name. When the address alone would not go
-//     direct, the name must resolve to that address; otherwise the name is
-//     ignored and the connection is routed by its address.
-func (s *Server) routeTransparent(ctx context.Context, st *State, orig netip.AddrPort, res sniff.Result) (dest, dial route.Dest, dec route.Decision) {
-	ip := orig.Addr().WithZone("")
+//     naming it would get, never the unverified address — judged by the
+//     name, reached by the name;
+//   - a direct decision for the name dials the original address, so the
+//     name is accepted only when its one lookup (the answer the routes and
+//     the policy judge) includes that address; otherwise the name is
+//     ignored, a warning is logged with the name (sniffed_name in the access
+//     log), and the connection is routed, judged and dialled by its address.
+func (s *Server) routeTransparent(ctx context.Context, ev *event, a *admission, orig netip.AddrPort, res sniff.Result) {
+	ip := ipaddr.Plain(orig.Addr())
 	byAddr := route.Dest{Host: ip.String(), Port: orig.Port(), Addr: ip}
-	addrDec := s.Route(ctx, st, byAddr)
-	dialAddr := byAddr
-	dialAddr.Addr = orig.Addr() // keeps an IPv6 zone for the dial
+	addrDec := a.st.Routes.Decide(ctx, byAddr, &a.names)
+	a.dest, a.dial, a.dec = byAddr, byAddr, addrDec
+	a.dial.Addr = orig.Addr() // keeps an IPv6 zone for the dial
 	if res.Host == "" {
-		return byAddr, dialAddr, addrDec
+		return
 	}
 	if _, err := netip.ParseAddr(res.Host); err == nil {
-		return byAddr, dialAddr, addrDec
+		return
 	}
 	byName, err := route.NewDest(res.Host, orig.Port())
 	if err != nil {
 		s.log.Debug("transparent: sniffed name unusable; routing by address", "name", res.Host, logOrigDst, orig.String(), "error", err.Error())
-		return byAddr, dialAddr, addrDec
+		return
 	}
 	if addrDec.Action == route.Deny {
-		return byAddr, dialAddr, addrDec
+		return
 	}
-	nameDec := s.Route(ctx, st, byName)
+	nameDec := a.st.Routes.Decide(ctx, byName, &a.names)
 	switch nameDec.Action {
 	case route.Deny, route.Upstream:
-		return byName, byName, nameDec
+		a.dest, a.dial, a.dec = byName, byName, nameDec
+		return
 	}
-	// Direct by name: dial the original address.
-	dialName := byName
-	dialName.Addr = orig.Addr()
-	if addrDec.Action == route.Direct {
-		return byName, dialName, nameDec
-	}
-	addrs := nameDec.Addrs
-	if len(addrs) == 0 && nameDec.ResolveErr == nil {
-		addrs, _ = s.lookup(ctx, byName.Host)
-	}
-	for _, a := range addrs {
-		if a.Unmap() == ip {
-			return byName, dialName, nameDec
+	// Direct by name: the original address is dialled, so the name must
+	// stand for it.
+	addrs, _ := a.names.LookupNetIP(ctx, "ip", byName.Host)
+	for _, x := range addrs {
+		if ipaddr.Plain(x) == ip {
+			a.dest, a.dial, a.dec = byName, byName, nameDec
+			a.dial.Addr = orig.Addr()
+			return
 		}
 	}
+	ev.sniffedName = byName.Host
 	s.log.Warn("transparent: sniffed name does not resolve to the original destination; routing by address",
 		"name", byName.Host, logOrigDst, orig.String(), "name_route", nameDec.Detail(), "addr_route", addrDec.Detail())
-	return byAddr, dialAddr, addrDec
+}
+
+// pinOriginal holds a transparent connection's direct dial to what was
+// judged: the original address is the only address it dials, so when the
+// routes or the policy let the name through by some of its addresses
+// (route.Decision.Addrs), the original address must be one of them, else
+// the connection is denied.
+func (s *Server) pinOriginal(a *admission, orig netip.AddrPort) {
+	if a.dec.Action != route.Direct || !a.dial.Addr.IsValid() {
+		return
+	}
+	ip := ipaddr.Plain(orig.Addr())
+	if a.dec.Addrs != nil && !slices.Contains(a.dec.Addrs, ip) {
+		a.dec = unapproved(a.dec, "it approves "+joinAddrs(a.dec.Addrs)+" of "+a.dest.Host+", not the original destination "+ip.String())
+		return
+	}
+	a.dec.Addrs = nil // the dial goes to a.dial.Addr
+}
+
+func joinAddrs(as []netip.Addr) string {
+	var b strings.Builder
+	for i, a := range as {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
 }
 
 // refuseTransparent ends a redirected connection that cannot be served.

@@ -26,7 +26,7 @@ import (
 // auth: TLS by its SNI name, HTTP by its Host name, an IP Host and unknown
 // protocols by the original address.
 func TestTransparentSquid(t *testing.T) {
-	cert, caFile := testutil.SelfSigned(t, "", "partner.test", "internal.test", "blocked.test")
+	cert, caFile := testutil.SelfSigned(t, "", "partner.test", "internal.test", "local.test", "blocked.test")
 	tport := tlsOrigin(t, cert)
 	_, hport := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "http origin host=%s via=%s", r.Host, r.Header.Get("Via"))
@@ -36,10 +36,11 @@ func TestTransparentSquid(t *testing.T) {
 	p := startRaw(t, proxyConf{
 		members: []string{fmt.Sprintf("http://%s:%s@%s", squidUser, encPass, sq.Addr)},
 		// internal.test resolves to 127.0.0.2, where nothing listens: a
-		// direct connection only works if it goes to the original address.
-		hosts: map[string]string{"internal.test": "127.0.0.2", "blocked.test": "127.0.0.1"},
+		// direct connection only works if it goes to the original address,
+		// and the name, which does not stand for it, is not used.
+		hosts: map[string]string{"internal.test": "127.0.0.2", "local.test": "127.0.0.1", "blocked.test": "127.0.0.1"},
 		rules: []route.Rule{
-			{Match: route.Match{Hosts: []string{"internal.test"}}, Action: route.Direct, Source: "test direct"},
+			{Match: route.Match{Hosts: []string{"internal.test", "local.test"}}, Action: route.Direct, Source: "test direct"},
 			{Match: route.Match{Hosts: []string{"blocked.test"}}, Action: route.Deny, Source: "test deny"},
 		},
 	})
@@ -83,10 +84,18 @@ func TestTransparentSquid(t *testing.T) {
 		{
 			name:    "direct-name-dials-the-original-address",
 			orig:    "127.0.0.1:" + tport,
+			curl:    []string{"--cacert", caFile, "--connect-to", "local.test:" + tport + ":%s", "https://local.test:" + tport + "/"},
+			wantOut: "tls origin sni=local.test",
+			dest:    "local.test:" + tport,
+			fields:  map[string]string{"sniffed": "tls", "route": "direct", "reason": "host", "rule": "host local.test (test direct)", "sniffed_name": ""},
+		},
+		{
+			name:    "direct-name-not-resolving-to-the-original-routes-by-address",
+			orig:    "127.0.0.1:" + tport,
 			curl:    []string{"--cacert", caFile, "--connect-to", "internal.test:" + tport + ":%s", "https://internal.test:" + tport + "/"},
 			wantOut: "tls origin sni=internal.test",
-			dest:    "internal.test:" + tport,
-			fields:  map[string]string{"sniffed": "tls", "route": "direct", "reason": "host", "rule": "host internal.test (test direct)"},
+			dest:    "127.0.0.1:" + tport,
+			fields:  map[string]string{"sniffed": "tls", "route": "direct", "reason": "loopback", "sniffed_name": "internal.test"},
 		},
 		{
 			name:   "denied-tls-is-closed",
@@ -172,6 +181,7 @@ func TestTransparentLyingName(t *testing.T) {
 		hosts:   map[string]string{"internal.test": "127.0.0.2", "app.corp.test": "198.51.100.9"},
 		rules: []route.Rule{
 			{Match: route.Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}, Action: route.Deny, Source: "test deny"},
+			{Match: route.Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.64/26")}}, Action: route.Direct, Source: "test direct cidr"},
 			{Match: route.Match{Hosts: []string{"internal.test"}}, Action: route.Direct, Source: "test direct host"},
 			{Match: route.Match{Suffixes: []route.Suffix{{Domain: "corp.test"}}}, Action: route.Direct, Source: "test direct suffix"},
 		},
@@ -192,6 +202,13 @@ func TestTransparentLyingName(t *testing.T) {
 			name: "direct-name-not-resolving-to-address-routes-by-address", orig: "198.51.100.20:8443", host: "internal.test",
 			dest: "198.51.100.20:8443", fields: map[string]string{"route": "upstream", "reason": "default", "error": "upstream_refused"},
 			connect: "CONNECT 198.51.100.20:8443",
+		},
+		{
+			// Both say direct, but the name does not stand for the address:
+			// the connection is judged (and logged) by the address it dials.
+			name: "direct-name-and-address-but-name-elsewhere-routes-by-address", orig: "198.51.100.70:8443", host: "internal.test",
+			dest: "198.51.100.70:8443", fields: map[string]string{"route": "direct", "reason": "cidr", "sniffed_name": "internal.test", "error": "connection_refused"},
+			dialled: "198.51.100.70:8443",
 		},
 		{
 			name: "direct-name-resolving-to-address-goes-direct", orig: "198.51.100.9:8443", host: "app.corp.test",
@@ -341,8 +358,11 @@ func TestRouteTransparentPorts(t *testing.T) {
 	// The port always comes from the original destination, never from the
 	// Host header.
 	p := startRaw(t, proxyConf{hosts: map[string]string{"a.test": "127.0.0.1"}})
-	dest, dial, dec := p.routeTransparent(context.Background(), p.State(), netip.MustParseAddrPort("127.0.0.1:8080"),
+	a := &admission{st: p.State()}
+	a.names.s = p.Server
+	p.routeTransparent(context.Background(), &event{}, a, netip.MustParseAddrPort("127.0.0.1:8080"),
 		sniff.Result{Proto: sniff.HTTP, Host: "a.test", Port: 9999})
+	dest, dial, dec := a.dest, a.dial, a.dec
 	if dest.String() != "a.test:8080" || dial.Addr.String() != "127.0.0.1" || dial.Port != 8080 || dec.Action != route.Direct {
 		t.Errorf("dest %s dial %s/%s action %s", dest, dial, dial.Addr, dec.Action)
 	}

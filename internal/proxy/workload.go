@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,12 +99,16 @@ func (s *Server) identify(ctx context.Context, ev *event, auth string) *proxysta
 // judge applies the client's policy to what routing decided for a: a
 // policy deny refuses, a policy pool sends the traffic there, and an allow
 // leaves the gateway's decision (its own deny rules still refuse).
+//
+// The policy judges the same answer the routes judged (a.names), and what
+// both approved is what may be dialled: a direct decision keeps only the
+// addresses both approve (route.Decision.Addrs), and none left is a deny.
 func (s *Server) judge(ctx context.Context, ev *event, a *admission) {
 	r := ev.wl.Rules
 	if r == nil {
 		return
 	}
-	pd := r.Decide(ctx, a.dest, s.opts.Resolver)
+	pd := r.Decide(ctx, a.dest, &a.names)
 	wd := a.dec.WouldDeny
 	switch {
 	case pd.Action == route.Deny:
@@ -114,6 +120,14 @@ func (s *Server) judge(ctx context.Context, ev *event, a *admission) {
 		a.dec, a.dial = pd, a.dest
 	default:
 		ev.policyRule = pd.Detail()
+		if a.dec.Action == route.Direct {
+			addrs, ok := approved(a.dec.Addrs, pd.Addrs)
+			if !ok {
+				a.dec = unapproved(pd, "the gateway's route "+a.dec.Detail()+" and the policy approve no address in common")
+			} else {
+				a.dec.Addrs = addrs
+			}
+		}
 	}
 	if a.dec.Action != route.Deny {
 		if pd.WouldDeny != "" {
@@ -123,6 +137,42 @@ func (s *Server) judge(ctx context.Context, ev *event, a *admission) {
 		}
 	}
 	s.countVerdict(ev, a.dec)
+}
+
+// approved returns the addresses both x and y approve (each nil when it
+// did not judge addresses; both from one answer), in x's order, and false
+// when both judged and none is common.
+func approved(x, y []netip.Addr) ([]netip.Addr, bool) {
+	switch {
+	case y == nil:
+		return x, true
+	case x == nil:
+		return y, true
+	}
+	all := true
+	for _, a := range x {
+		if !slices.Contains(y, a) {
+			all = false
+			break
+		}
+	}
+	if all {
+		return x, len(x) > 0 // the usual case: y approves all x does
+	}
+	out := make([]netip.Addr, 0, min(len(x), len(y)))
+	for _, a := range x {
+		if slices.Contains(y, a) {
+			out = append(out, a)
+		}
+	}
+	return out, len(out) > 0
+}
+
+// unapproved turns dec, which let a destination through by some of its
+// addresses, into the deny of an address it did not approve; why is
+// appended to its source.
+func unapproved(dec route.Decision, why string) route.Decision {
+	return route.Decision{Action: route.Deny, Reason: dec.Reason, Rule: dec.Rule, Entry: dec.Entry, Source: dec.Source + ": " + why}
 }
 
 // admitWorkload takes the slot of the workload's limits.
@@ -207,13 +257,17 @@ func logWorkload(l *logLine, ev *event) {
 // sniTimeout bounds the wait for a tunnel's ClientHello.
 const sniTimeout = 3 * time.Second
 
-// checkSNI reads the ClientHello a CONNECT client sends into its tunnel
-// (c, after early, the bytes already buffered) when its policy asks for
-// it, and compares the server name with the CONNECT target. It returns
-// the bytes read, to be relayed first, and the refusal when the names
-// differ and the policy enforces the check; a mismatch under a report-only
-// check is logged as would_deny. An IP-literal target is not compared (a
-// name is not an address), and a client that sends no TLS is let through.
+// checkSNI reads the ClientHello a client sends into its tunnel to a name
+// (CONNECT, SOCKS5; c, after early, the bytes already buffered) when its
+// policy asks for it, and compares the server name with the tunnel's
+// target. It returns the bytes read, to be relayed first, and the refusal
+// when the check fails under enforce: the names differ, or the check could
+// not finish — the ClientHello did not arrive whole within the 3 s (a
+// client that sends nothing at all included), is larger than the 16 KiB
+// read, does not parse, or the client closed first. Under a report-only
+// check a failure is logged as would_deny. An IP-literal target is not
+// compared (a name is not an address); a client that sends something that
+// is not TLS, or a ClientHello without a server name, is let through.
 func (s *Server) checkSNI(ev *event, a *admission, c net.Conn, early []byte) ([]byte, *proxystatus.Error) {
 	r := ev.wl.Rules
 	if r == nil {
@@ -224,23 +278,56 @@ func (s *Server) checkSNI(ev *event, a *admission, c net.Conn, early []byte) ([]
 		return early, nil
 	}
 	res, err := sniff.Sniff(&prefixConn{Conn: c, prefix: early}, sniff.Options{FirstByteTimeout: sniTimeout, Timeout: sniTimeout})
-	if err != nil || res.Proto != sniff.TLS || res.Host == "" {
-		return res.Peeked, nil
+	var detail string
+	if why := unfinished(res, err); why != "" {
+		detail = "SNI check could not finish: " + why + " (" + ev.wl.Policy + ")"
+	} else {
+		if res.Proto != sniff.TLS || res.Host == "" {
+			return res.Peeked, nil
+		}
+		ev.sni = res.Host
+		name := strings.TrimSuffix(strings.ToLower(res.Host), ".")
+		if name == a.dest.Host {
+			return res.Peeked, nil
+		}
+		detail = "TLS server name " + name + " is not the CONNECT target " + a.dest.Host + " (" + ev.wl.Policy + ")"
 	}
-	ev.sni = res.Host
-	name := strings.TrimSuffix(strings.ToLower(res.Host), ".")
-	if name == a.dest.Host {
-		return res.Peeked, nil
-	}
-	detail := "TLS server name " + name + " is not the CONNECT target " + a.dest.Host + " (" + ev.wl.Policy + ")"
+	return res.Peeked, s.sniVerdict(ev, detail, enforce)
+}
+
+// sniVerdict is the outcome of a failed SNI check: the refusal under
+// enforce (counted), else nil with would_deny noted on ev.
+func (s *Server) sniVerdict(ev *event, detail string, enforce bool) *proxystatus.Error {
 	if !enforce {
 		if ev.dec.WouldDeny == "" {
 			ev.dec.WouldDeny = "sni " + detail
 		}
-		return res.Peeked, nil
+		return nil
 	}
 	s.countPolicy("sni")
-	return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: detail}
+	return &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Detail: detail}
+}
+
+// unfinished says why a sniff that a check needs did not finish ("" when it
+// did): err and res.Cut are Sniff's.
+func unfinished(res sniff.Result, err error) string {
+	what := "the ClientHello"
+	if res.Proto == sniff.HTTP {
+		what = "the request's header"
+	}
+	switch {
+	case err != nil || res.Cut == sniff.CutClosed:
+		return "the client closed before " + what + " was complete"
+	case res.Cut == sniff.CutTimeout && len(res.Peeked) == 0:
+		return "nothing was sent within " + sniTimeout.String()
+	case res.Cut == sniff.CutTimeout:
+		return what + " was not complete after " + sniTimeout.String() + " (" + strconv.Itoa(len(res.Peeked)) + " bytes)"
+	case res.Cut == sniff.CutMaxBytes:
+		return what + " is larger than the " + strconv.Itoa(len(res.Peeked)) + " bytes read"
+	case res.Cut == sniff.CutMalformed:
+		return what + " does not parse"
+	}
+	return ""
 }
 
 // proxyAuth is a request's Proxy-Authorization value, "" when none.

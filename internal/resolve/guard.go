@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
+
+	"egret.io/egret/internal/ipaddr"
 )
 
 // Guard is the gateway's SSRF guard: it refuses every destination address
@@ -56,7 +58,8 @@ import (
 //     reached only through an ISATAP tunnel interface on the gateway's host,
 //     which a node does not have, so such an address is an ordinary IPv6
 //     address routed by its prefix.
-//   - The host's own addresses (Own), also when embedded.
+//   - The host's own addresses (Own), also when embedded; loopback
+//     addresses are refused as loopback, not as own addresses.
 //
 // Allow opens ranges the operator names. A prefix of Allow covering the
 // address as dialled lets it through, whatever its class; an IPv4-mapped
@@ -67,6 +70,9 @@ import (
 // (64:ff9b::a00:0/104) to open it. An own address is opened only by an
 // Allow entry naming exactly that address (a /32 or /128): a broad range
 // such as the cluster's pod CIDR opens the cluster, not the gateway itself.
+// Loopback is the exception: every loopback address is the host, so an
+// Allow of 127.0.0.0/8 opens the whole range, 127.0.0.1 included. These
+// are package ipaddr's answers, which every CIDR comparison shares.
 type Guard struct {
 	// Allow lists prefixes dialled even though they would be refused.
 	Allow []netip.Prefix
@@ -137,76 +143,20 @@ func (c Class) String() string {
 	return "unknown"
 }
 
-// Embedding is how an IPv6 address carries an IPv4 address.
-type Embedding uint8
+// Embedding is how an IPv6 address carries an IPv4 address (package
+// ipaddr decodes them, for the Guard as for every CIDR comparison).
+type Embedding = ipaddr.Embedding
 
-// The embeddings the Guard decodes.
+// The embeddings the Guard names in a Refusal.
 const (
-	EmbedNone         Embedding = iota
-	EmbedMapped                 // ::ffff:0:0/96, RFC 4291
-	EmbedCompatible             // ::/96, deprecated by RFC 4291
-	EmbedNAT64                  // 64:ff9b::/96, RFC 6052
-	Embed6to4                   // 2002::/16, RFC 3056: bits 16-47
-	EmbedTeredoServer           // 2001::/32, RFC 4380: bits 32-63
-	EmbedTeredoClient           // 2001::/32, RFC 4380: bits 96-127, inverted
+	EmbedNone         = ipaddr.EmbedNone
+	EmbedMapped       = ipaddr.EmbedMapped
+	EmbedCompatible   = ipaddr.EmbedCompatible
+	EmbedNAT64        = ipaddr.EmbedNAT64
+	Embed6to4         = ipaddr.Embed6to4
+	EmbedTeredoServer = ipaddr.EmbedTeredoServer
+	EmbedTeredoClient = ipaddr.EmbedTeredoClient
 )
-
-// String returns the embedding's short stable name ("nat64", "6to4", ...);
-// "" for EmbedNone.
-func (e Embedding) String() string {
-	switch e {
-	case EmbedNone:
-		return ""
-	case EmbedMapped:
-		return "mapped"
-	case EmbedCompatible:
-		return "compatible"
-	case EmbedNAT64:
-		return "nat64"
-	case Embed6to4:
-		return "6to4"
-	case EmbedTeredoServer:
-		return "teredo_server"
-	case EmbedTeredoClient:
-		return "teredo_client"
-	}
-	return "unknown"
-}
-
-// Prefix returns the IPv6 prefix of the embedding.
-func (e Embedding) Prefix() netip.Prefix {
-	switch e {
-	case EmbedMapped:
-		return pfxMapped
-	case EmbedCompatible:
-		return pfxCompatible
-	case EmbedNAT64:
-		return pfxNAT64
-	case Embed6to4:
-		return pfx6to4
-	case EmbedTeredoServer, EmbedTeredoClient:
-		return pfxTeredo
-	}
-	return netip.Prefix{}
-}
-
-func (e Embedding) human() string {
-	switch e {
-	case EmbedMapped:
-		return "IPv4-mapped"
-	case EmbedCompatible:
-		return "IPv4-compatible"
-	case EmbedNAT64:
-		return "NAT64"
-	case Embed6to4:
-		return "6to4"
-	case EmbedTeredoServer:
-		return "Teredo server"
-	case EmbedTeredoClient:
-		return "Teredo client"
-	}
-	return e.String()
-}
 
 // Refusal says why the Guard refuses an address.
 type Refusal struct {
@@ -238,7 +188,7 @@ func (r *Refusal) String() string {
 		if r.Via == EmbedMapped {
 			via = "::ffff:0:0/96" // netip writes ::ffff:0.0.0.0/96
 		}
-		s = r.Via.human() + " " + via + " embedding " + s
+		s = r.Via.Human() + " " + via + " embedding " + s
 	}
 	return s
 }
@@ -301,21 +251,27 @@ func (g *Guard) Prohibited(a netip.Addr) (bool, string) {
 	return false, ""
 }
 
-// allowContains reports whether p covers a (which is never IPv4-mapped); a
-// prefix written in IPv4-mapped form covers the IPv4 addresses it maps.
+// allowContains reports whether p covers a (which is never IPv4-mapped),
+// as ipaddr reads a range: a prefix written in IPv4-mapped form covers the
+// IPv4 addresses it maps, and one shorter than /96 is IPv6 only.
 func allowContains(p netip.Prefix, a netip.Addr) bool {
-	if pa := p.Addr(); pa.Is4In6() && a.Is4() {
-		if p.Bits() < 96 {
-			return false // an IPv6 range, even if it covers ::ffff:0:0/96
-		}
-		return netip.PrefixFrom(pa.Unmap(), p.Bits()-96).Contains(a)
-	}
-	return p.Contains(a)
+	return ipaddr.Canonical(p).Contains(a)
 }
 
+// Owns reports whether a (as dialled: without a zone, IPv4-mapped as its
+// IPv4) is one of the host's own addresses, as Check counts them.
+func (g *Guard) Owns(a netip.Addr) bool { return g != nil && g.own(ipaddr.Plain(a)) }
+
+// own reports whether a is one of the host's own addresses. Loopback
+// addresses are not: all of 127.0.0.0/8 and ::1 are the host itself, so
+// the loopback class refuses them and an Allow covering them opens them —
+// an Allow of 127.0.0.0/8 opens 127.0.0.1 as it opens 127.0.0.2.
 func (g *Guard) own(a netip.Addr) bool {
+	if a.IsLoopback() {
+		return false
+	}
 	for _, o := range g.Own {
-		if o.Unmap().WithZone("") == a {
+		if ipaddr.Plain(o) == a {
 			return true
 		}
 	}
@@ -338,11 +294,7 @@ func (g *Guard) check6(a netip.Addr) *Refusal {
 	if b[0]&0xe0 == 0x20 { // 2000::/3, global unicast but for these
 		switch {
 		case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0: // Teredo 2001::/32
-			client := netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
-			if r := g.embedded(client, EmbedTeredoClient); r != nil {
-				return r
-			}
-			if r := g.embedded(netip.AddrFrom4([4]byte(b[4:8])), EmbedTeredoServer); r != nil {
+			if r := g.carried(a); r != nil { // the client's address, then the server's
 				return r
 			}
 			return &Refusal{Class: ClassTransition, Range: pfxTeredo}
@@ -359,7 +311,7 @@ func (g *Guard) check6(a netip.Addr) *Refusal {
 		case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8: // 2001:db8::/32
 			return &Refusal{Class: ClassDocumentation, Range: pfxDoc6}
 		case b[0] == 0x20 && b[1] == 0x02: // 6to4 2002::/16
-			if r := g.embedded(netip.AddrFrom4([4]byte(b[2:6])), Embed6to4); r != nil {
+			if r := g.carried(a); r != nil {
 				return r
 			}
 			return &Refusal{Class: ClassTransition, Range: pfx6to4}
@@ -374,12 +326,12 @@ func (g *Guard) check6(a netip.Addr) *Refusal {
 	case a == netip.IPv6Loopback():
 		return &Refusal{Class: ClassLoopback, Range: pfxLoopback6}
 	case zero(b[:12]): // IPv4-compatible ::/96
-		if r := g.embedded(netip.AddrFrom4([4]byte(b[12:])), EmbedCompatible); r != nil {
+		if r := g.carried(a); r != nil {
 			return r
 		}
 		return &Refusal{Class: ClassReserved, Range: pfxCompatible}
 	case b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && zero(b[4:12]): // NAT64 64:ff9b::/96
-		return g.embedded(netip.AddrFrom4([4]byte(b[12:])), EmbedNAT64)
+		return g.carried(a)
 	case b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1: // 64:ff9b:1::/48
 		return &Refusal{Class: ClassLocalNAT64, Range: pfxLocalNAT64}
 	case b[0] == 0x01 && zero(b[1:8]): // 100::/64
@@ -396,6 +348,18 @@ func (g *Guard) check6(a netip.Addr) *Refusal {
 		return &Refusal{Class: ClassMulticast, Range: pfxMulticast6}
 	}
 	return &Refusal{Class: ClassReserved, Range: reserved6(a)}
+}
+
+// carried classifies the IPv4 addresses a carries (ipaddr.Carried): the
+// refusal of the first refused.
+func (g *Guard) carried(a netip.Addr) *Refusal {
+	es, n := ipaddr.Carried(a)
+	for _, e := range es[:n] {
+		if r := g.embedded(e.Addr, e.Via); r != nil {
+			return r
+		}
+	}
+	return nil
 }
 
 // embedded classifies the IPv4 address v4 carried by an IPv6 address:
@@ -449,18 +413,16 @@ type special struct {
 }
 
 var (
-	pfxMapped       = netip.MustParsePrefix("::ffff:0:0/96")
-	pfxCompatible   = netip.MustParsePrefix("::/96")
-	pfxNAT64        = netip.MustParsePrefix("64:ff9b::/96")
-	pfx6to4         = netip.MustParsePrefix("2002::/16")
-	pfxTeredo       = netip.MustParsePrefix("2001::/32")
+	pfxCompatible   = ipaddr.EmbedCompatible.Prefix()
+	pfx6to4         = ipaddr.Embed6to4.Prefix()
+	pfxTeredo       = ipaddr.EmbedTeredoServer.Prefix()
 	pfxProtocol6    = netip.MustParsePrefix("2001::/23")
 	pfxBench6       = netip.MustParsePrefix("2001:2::/48")
 	pfxDoc6         = netip.MustParsePrefix("2001:db8::/32")
 	pfxDoc6b        = netip.MustParsePrefix("3fff::/20")
 	pfxUnspecified6 = netip.MustParsePrefix("::/128")
 	pfxLoopback6    = netip.MustParsePrefix("::1/128")
-	pfxLocalNAT64   = netip.MustParsePrefix("64:ff9b:1::/48")
+	pfxLocalNAT64   = ipaddr.EmbedLocalNAT64.Prefix()
 	pfxDiscard      = netip.MustParsePrefix("100::/64")
 	pfxSRv6         = netip.MustParsePrefix("5f00::/16")
 	pfxULA          = netip.MustParsePrefix("fc00::/7")

@@ -364,6 +364,37 @@ func TestGuardAllowAndOwn(t *testing.T) {
 	// IPv4 range (169.254.169.254 stays refused above).
 }
 
+// TestGuardLoopbackAllow: an Allow of a loopback range opens every
+// address in it, the host's 127.0.0.1 and ::1 included (issue 25: with
+// EGRET_SSRF_ALLOW_CIDRS=127.0.0.0/8, 127.0.0.1 was still refused as an
+// own address, and only a /32 opened it).
+func TestGuardLoopbackAllow(t *testing.T) {
+	g := &Guard{Allow: prefixes("127.0.0.0/8", "::1/128"), Own: addrs("127.0.0.1", "::1", "10.77.0.5")}
+	for _, tt := range []guardCase{
+		{"127.0.0.1", ""},
+		{"127.0.0.2", ""},
+		{"127.255.255.255", ""},
+		{"::ffff:127.0.0.1", ""},
+		{"::1", ""},
+		{"64:ff9b::7f00:1", "loopback 127.0.0.0/8 nat64 127.0.0.1"}, // a translator's path: not opened
+		{"10.77.0.5", "private 10.0.0.0/8"},
+	} {
+		if got := verdict(g.Check(netip.MustParseAddr(tt.addr))); got != tt.want {
+			t.Errorf("Check(%s) = %q, want %q", tt.addr, got, tt.want)
+		}
+		if got, want := verdict(g.Check(netip.MustParseAddr(tt.addr))), naiveCheck(g.Allow, g.Own, netip.MustParseAddr(tt.addr)); got != want {
+			t.Errorf("Check(%s) = %q, naive %q", tt.addr, got, want)
+		}
+	}
+	// Without the Allow, loopback is refused as loopback, never as "own".
+	g = &Guard{Own: addrs("127.0.0.1", "::1")}
+	for _, tt := range []guardCase{{"127.0.0.1", "loopback 127.0.0.0/8"}, {"::1", "loopback ::1/128"}} {
+		if got := verdict(g.Check(netip.MustParseAddr(tt.addr))); got != tt.want {
+			t.Errorf("Check(%s) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
 func TestGuardNil(t *testing.T) {
 	var g *Guard
 	for _, tt := range rangeCases {
@@ -584,6 +615,9 @@ func naiveCheck(allow []netip.Prefix, own []netip.Addr, a netip.Addr) string {
 		}
 	}
 	isOwn := func(x netip.Addr) bool {
+		if x.IsLoopback() {
+			return false // the loopback class, never an own address
+		}
 		for _, o := range own {
 			if netip.AddrFrom16(o.As16()) == netip.AddrFrom16(x.As16()) && o.Is4() == x.Is4() || o.Is4In6() && x.Is4() && netip.AddrFrom4(o.As4()) == x {
 				return true
@@ -663,7 +697,7 @@ func u32addr(v uint32) netip.Addr {
 }
 
 var fuzzGuard = &Guard{
-	Allow: prefixes("10.0.0.0/8", "64:ff9b::a9fe:0/112", "::ffff:192.168.0.0/112", "203.0.113.7/32", "fd00:ec2::/64", "::ffff:0:0/90"),
+	Allow: prefixes("10.0.0.0/8", "64:ff9b::a9fe:0/112", "::ffff:192.168.0.0/112", "203.0.113.7/32", "fd00:ec2::/64", "::ffff:0:0/90", "127.0.0.0/9"),
 	Own:   addrs("10.77.0.5", "203.0.113.7", "8.8.4.4", "2600:1f14::5", "::ffff:1.2.3.4", "127.0.0.1"),
 }
 

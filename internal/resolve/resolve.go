@@ -152,12 +152,21 @@ func fixedTTL(f LookupFunc) ttlLookup {
 	}
 }
 
+// maybeAddr reports whether host may be an IP literal (an IPv6 one, or one
+// that starts with a digit), so names skip netip.ParseAddr and the error it
+// allocates.
+func maybeAddr(host string) bool {
+	return host != "" && (host[0] >= '0' && host[0] <= '9' || strings.IndexByte(host, ':') >= 0)
+}
+
 // LookupNetIP returns the addresses of host, from the static hosts, the
 // cache, or a lookup. IP literals are returned as they are.
 func (c *Cache) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if a, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{a}, nil
+	if maybeAddr(host) {
+		if a, err := netip.ParseAddr(host); err == nil {
+			return []netip.Addr{a}, nil
+		}
 	}
 	if addrs, ok := c.cfg.Hosts[host]; ok {
 		return filter(addrs, network, host)

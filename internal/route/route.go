@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"egret.io/egret/internal/ipaddr"
 )
 
 // Action is what happens to a destination.
@@ -106,8 +108,12 @@ type Decision struct {
 	Rule   int    // index of the matching rule; RuleDefault or RuleLoopback
 	Source string // where the deciding rule came from ("env DIRECT_CIDRS", "config routes[2]")
 	Entry  string // the matcher entry that decided (".svc", "10.0.0.0/8"), if any
-	// Addrs holds the destination's addresses when Decide resolved its name.
-	// A direct dial uses them, so the connection goes where the rule looked.
+	// Addrs holds the addresses the decision approves when Decide resolved
+	// the destination's name (nil when it did not): the whole answer of
+	// its one lookup, or — when a CIDR rule let the name through by its
+	// addresses (ReasonResolved) — only the addresses inside the rule's
+	// ranges. A direct dial uses them and nothing else, so the connection
+	// goes where the rule looked, from the same answer.
 	Addrs []netip.Addr
 	// ResolveErr is the lookup failure when resolution was tried and failed;
 	// the name then matched no CIDR rule.
@@ -325,8 +331,11 @@ func New(rules []Rule, def Action, defPool string) (*Table, error) {
 		}
 		c := compiled{rule: r, cidrs: append([]netip.Prefix(nil), r.Match.CIDRs...), ports: r.Match.Ports}
 		for _, h := range r.Match.Hosts {
-			if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-				a = a.Unmap()
+			if lit := strings.Trim(h, "[]"); looksLikeAddr(lit) {
+				a, err := ipaddr.ParseAddr(lit)
+				if err != nil {
+					return nil, fmt.Errorf("rule %d (%s): host %w", i, r.Source, err)
+				}
 				c.cidrs = append(c.cidrs, netip.PrefixFrom(a, a.BitLen()))
 				continue
 			}
@@ -352,7 +361,7 @@ func New(rules []Rule, def Action, defPool string) (*Table, error) {
 			if !p.IsValid() {
 				return nil, fmt.Errorf("rule %d (%s): invalid CIDR", i, r.Source)
 			}
-			c.cidrs[j] = p.Masked()
+			c.cidrs[j] = ipaddr.Canonical(p)
 		}
 		c.anyName = len(c.hosts) > 0 || len(c.suffixes) > 0
 		c.any = r.Match.Any
@@ -426,9 +435,16 @@ func (c *compiled) match(ctx context.Context, i int, d Dest, res Resolver, addrs
 		dec.Reason = ReasonPort
 		return withAddrs(dec, *addrs, *resolveErr), true
 	}
+	// A deny (enforced or report-only) closes every spelling of what it
+	// names; anything else opens only the address as dialled (package
+	// ipaddr).
+	scope := ipaddr.AsDialled
+	if c.rule.Action == Deny {
+		scope = ipaddr.WithCarried
+	}
 	if d.Addr.IsValid() {
-		if p, ok := inCIDRs(c.cidrs, d.Addr); ok {
-			dec.Reason, dec.Entry = ReasonCIDR, p.String()
+		if h, ok := ipaddr.Lookup(c.cidrs, d.Addr, scope); ok {
+			dec.Reason, dec.Entry = ReasonCIDR, h.String()
 			return dec, true
 		}
 		return Decision{}, false
@@ -448,24 +464,89 @@ func (c *compiled) match(ctx context.Context, i int, d Dest, res Resolver, addrs
 	if len(c.cidrs) > 0 && res != nil {
 		if !*resolved {
 			*resolved = true
-			*addrs, *resolveErr = res.LookupNetIP(ctx, "ip", d.Host)
-			for j, a := range *addrs {
-				(*addrs)[j] = a.Unmap()
-			}
+			*addrs, *resolveErr = lookup(ctx, res, d.Host)
 		}
+		if scope == ipaddr.WithCarried {
+			// A deny closes the name when any of its addresses is inside.
+			for _, a := range *addrs {
+				if h, ok := ipaddr.Lookup(c.cidrs, a, scope); ok {
+					dec.Reason, dec.Entry = ReasonResolved, resolvedEntry(h, a)
+					return withAddrs(dec, *addrs, *resolveErr), true
+				}
+			}
+			return Decision{}, false
+		}
+		// Anything else lets the name through by the addresses inside
+		// its ranges, and only by those: they are all the decision
+		// approves, so a name answering [outside, inside] reaches only
+		// the inside address.
+		var first ipaddr.Hit
+		n := 0
 		for _, a := range *addrs {
-			if p, ok := inCIDRs(c.cidrs, a); ok {
-				dec.Reason, dec.Entry = ReasonResolved, p.String()+" ("+a.String()+")"
-				return withAddrs(dec, *addrs, *resolveErr), true
+			if h, ok := ipaddr.Lookup(c.cidrs, a, scope); ok {
+				if n == 0 {
+					first = h
+				}
+				n++
 			}
 		}
+		if n == 0 {
+			return Decision{}, false
+		}
+		approved := *addrs
+		if n < len(approved) {
+			approved = make([]netip.Addr, 0, n)
+			for _, a := range *addrs {
+				if ipaddr.Contains(c.cidrs, a) {
+					approved = append(approved, a)
+				}
+			}
+		}
+		dec.Reason, dec.Entry = ReasonResolved, resolvedEntry(first, first.Addr)
+		return withAddrs(dec, approved, *resolveErr), true
 	}
 	return Decision{}, false
+}
+
+// resolvedEntry is the Entry of a name decided by its address a: "range
+// (address)", with the IPv4 address a carries when that is what matched.
+func resolvedEntry(h ipaddr.Hit, a netip.Addr) string {
+	if h.Via == ipaddr.EmbedNone {
+		return h.Prefix.String() + " (" + a.String() + ")"
+	}
+	return h.Prefix.String() + " (" + ipaddr.Plain(a).String() + ", " + h.Via.Human() + " of " + h.Addr.String() + ")"
+}
+
+// lookup resolves host once for Decide: the addresses as dialled (no zone,
+// IPv4-mapped as IPv4), in the resolver's order, never the resolver's own
+// slice modified.
+func lookup(ctx context.Context, res Resolver, host string) ([]netip.Addr, error) {
+	addrs, err := res.LookupNetIP(ctx, "ip", host)
+	for i, a := range addrs {
+		if p := ipaddr.Plain(a); p != a {
+			out := make([]netip.Addr, len(addrs))
+			copy(out, addrs[:i])
+			for j := i; j < len(addrs); j++ {
+				out[j] = ipaddr.Plain(addrs[j])
+			}
+			return out, err
+		}
+	}
+	return addrs, err
 }
 
 func withAddrs(d Decision, addrs []netip.Addr, err error) Decision {
 	d.Addrs, d.ResolveErr = addrs, err
 	return d
+}
+
+// looksLikeAddr tells an IP literal (possibly malformed, or zoned) from a
+// name: it parses as an address, or holds a colon or a zone.
+func looksLikeAddr(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	return strings.ContainsAny(h, ":%")
 }
 
 func hasPort(ports []uint16, p uint16) bool {
@@ -475,15 +556,6 @@ func hasPort(ports []uint16, p uint16) bool {
 		}
 	}
 	return false
-}
-
-func inCIDRs(cidrs []netip.Prefix, a netip.Addr) (netip.Prefix, bool) {
-	for _, p := range cidrs {
-		if p.Contains(a) {
-			return p, true
-		}
-	}
-	return netip.Prefix{}, false
 }
 
 // matchSuffix walks host's label boundaries from the left, so the longest

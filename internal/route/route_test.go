@@ -136,6 +136,53 @@ func TestDecideResolvesOnlyWhenACIDRCouldDecide(t *testing.T) {
 	}
 }
 
+// TestDecideApprovesOnlyAddressesInside: a CIDR rule that lets a name
+// through by its addresses approves only those inside its ranges (issue
+// 21, finding 2); a deny CIDR refuses the name when any address is inside;
+// other rules approve the whole answer.
+func TestDecideApprovesOnlyAddressesInside(t *testing.T) {
+	tb, err := New([]Rule{
+		{Match: Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}, Action: Deny, Source: "DENY_CIDRS"},
+		{Match: Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}, Action: Direct, Source: "DIRECT_CIDRS"},
+	}, Upstream, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &fakeResolver{m: map[string][]netip.Addr{
+		"mixed.test":  addrs("198.51.100.1", "203.0.113.5", "::ffff:203.0.113.6"),
+		"denied.test": addrs("203.0.113.5", "192.0.2.9"),
+		"dns64.test":  addrs("64:ff9b::c000:209"),
+		"other.test":  addrs("198.51.100.1", "198.51.100.2"),
+	}}
+	for _, tt := range []struct {
+		dest   string
+		action Action
+		entry  string
+		addrs  string
+	}{
+		{"mixed.test:443", Direct, "203.0.113.0/24 (203.0.113.5)", "203.0.113.5 203.0.113.6"},
+		{"denied.test:443", Deny, "192.0.2.0/24 (192.0.2.9)", "203.0.113.5 192.0.2.9"},
+		{"dns64.test:443", Deny, "192.0.2.0/24 (64:ff9b::c000:209, NAT64 of 192.0.2.9)", "64:ff9b::c000:209"},
+		{"other.test:443", Upstream, "", "198.51.100.1 198.51.100.2"},
+		{"[64:ff9b::c000:209]:443", Deny, "192.0.2.0/24 (NAT64 of 192.0.2.9)", ""},
+		{"[2002:c000:209::1]:443", Deny, "192.0.2.0/24 (6to4 of 192.0.2.9)", ""},
+		{"[64:ff9b::cb00:7105]:443", Upstream, "", ""}, // an allow opens the address as dialled
+	} {
+		d, err := ParseDest(tt.dest, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := tb.Decide(context.Background(), d, res)
+		var got []string
+		for _, a := range dec.Addrs {
+			got = append(got, a.String())
+		}
+		if dec.Action != tt.action || dec.Entry != tt.entry || strings.Join(got, " ") != tt.addrs {
+			t.Errorf("Decide(%s) = %v entry %q addrs %v; want %v entry %q addrs %q", tt.dest, dec.Action, dec.Entry, got, tt.action, tt.entry, tt.addrs)
+		}
+	}
+}
+
 func TestDecideWithoutResolver(t *testing.T) {
 	d, _ := ParseDest("db.internal.example:5432", 0)
 	if got := table(t).Decide(context.Background(), d, nil); got.Reason != ReasonDefault {
@@ -273,5 +320,44 @@ func BenchmarkDecide(b *testing.B) {
 				tb.Decide(context.Background(), d, res)
 			}
 		})
+	}
+}
+
+// TestDenyCIDRsEverySpelling: a deny CIDR refuses every IPv6 spelling of
+// its IPv4 addresses, as a literal and as a name's answer (issue 21,
+// finding 5); an allow opens the address as dialled only.
+func TestDenyCIDRsEverySpelling(t *testing.T) {
+	tb, err := New([]Rule{
+		{Match: Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}, Action: Deny, Source: "DENY_CIDRS"},
+		{Match: Match{CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}, Action: Direct, Source: "DIRECT_CIDRS"},
+	}, Upstream, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &fakeResolver{m: map[string][]netip.Addr{"dns64.test": addrs("64:ff9b::c000:209")}}
+	for _, tt := range []struct {
+		dest   string
+		action Action
+		entry  string
+	}{
+		{"192.0.2.9:443", Deny, "192.0.2.0/24"},
+		{"[::ffff:192.0.2.9]:443", Deny, "192.0.2.0/24"},
+		{"[64:ff9b::c000:209]:443", Deny, "192.0.2.0/24 (NAT64 of 192.0.2.9)"},
+		{"[64:ff9b::192.0.2.9]:443", Deny, "192.0.2.0/24 (NAT64 of 192.0.2.9)"},
+		{"[64:ff9b:1::c000:209]:443", Deny, "192.0.2.0/24 (local-use NAT64 of 192.0.2.9)"},
+		{"[2002:c000:209::1]:443", Deny, "192.0.2.0/24 (6to4 of 192.0.2.9)"},
+		{"[2001:0:c000:209::ffff]:443", Deny, "192.0.2.0/24 (Teredo server of 192.0.2.9)"},
+		{"[::c000:209]:443", Deny, "192.0.2.0/24 (IPv4-compatible of 192.0.2.9)"},
+		{"dns64.test:443", Deny, "192.0.2.0/24 (64:ff9b::c000:209, NAT64 of 192.0.2.9)"},
+		{"[::ffff:198.51.100.7]:443", Direct, "198.51.100.0/24"},
+		{"[64:ff9b::c633:6407]:443", Upstream, ""}, // an allow opens the address as dialled
+	} {
+		d, err := ParseDest(tt.dest, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec := tb.Decide(context.Background(), d, res); dec.Action != tt.action || dec.Entry != tt.entry {
+			t.Errorf("Decide(%s) = %v entry %q; want %v entry %q", tt.dest, dec.Action, dec.Entry, tt.action, tt.entry)
+		}
 	}
 }

@@ -50,6 +50,38 @@ func (p Proto) String() string {
 	}
 }
 
+// Cut says why Sniff stopped before it knew the protocol and the name (or
+// that there is none). A check that needs the name (the SNI check under
+// enforce) treats every cut as a failure to check, never as "no name".
+type Cut uint8
+
+// Cuts.
+const (
+	CutNone      Cut = iota // the protocol and the name, or its absence, are known
+	CutTimeout              // time ran out first (nothing sent, or part of a message)
+	CutMaxBytes             // MaxBytes were read and the message is longer
+	CutMalformed            // a TLS ClientHello or HTTP/1 request that does not parse
+	CutClosed               // the client closed or failed before the message was complete
+)
+
+// String names the cut for a log line: "timeout", "max_bytes",
+// "malformed", "closed"; "" for CutNone.
+func (c Cut) String() string {
+	switch c {
+	case CutNone:
+		return ""
+	case CutTimeout:
+		return "timeout"
+	case CutMaxBytes:
+		return "max_bytes"
+	case CutMalformed:
+		return "malformed"
+	case CutClosed:
+		return "closed"
+	}
+	return "unknown(" + strconv.Itoa(int(c)) + ")"
+}
+
 // Result is what Sniff learned.
 type Result struct {
 	Proto Proto
@@ -64,6 +96,8 @@ type Result struct {
 	// before anything else is relayed. It may be non-empty even when Sniff
 	// returns an error.
 	Peeked []byte
+	// Cut is why sniffing stopped short; CutNone when it finished.
+	Cut Cut
 }
 
 // Options bound Sniff. The zero value uses the defaults.
@@ -75,9 +109,10 @@ type Options struct {
 
 // Sniff reads from c until it knows the protocol and name, the data is not
 // TLS or HTTP/1, MaxBytes are read, or a timeout passes. Running out of
-// bytes or time is not an error: the Result says what is known. The error
-// is non-nil only when reading c failed for another reason (the client
-// closed, a reset); Result.Peeked is valid even then. Sniff uses c's read
+// bytes or time is not an error: the Result says what is known, and its
+// Cut why it is not more. The error is non-nil only when reading c failed
+// for another reason (the client closed, a reset; Cut is CutClosed);
+// Result.Peeked is valid even then. Sniff uses c's read
 // deadline and clears it before returning.
 func Sniff(c net.Conn, o Options) (Result, error) {
 	if o.MaxBytes <= 0 {
@@ -94,7 +129,7 @@ func Sniff(c net.Conn, o Options) (Result, error) {
 	c.SetReadDeadline(start.Add(min(o.FirstByteTimeout, o.Timeout)))
 
 	var res Result
-	buf := make([]byte, 0, 2048)
+	buf := make([]byte, 0, min(2048, o.MaxBytes))
 	for len(buf) < o.MaxBytes {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(2*cap(buf), o.MaxBytes))
@@ -115,11 +150,14 @@ func Sniff(c net.Conn, o Options) (Result, error) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				res.Cut = CutTimeout
 				return res, nil
 			}
+			res.Cut = CutClosed
 			return res, err
 		}
 	}
+	res.Cut = CutMaxBytes
 	return res, nil
 }
 
@@ -130,21 +168,27 @@ func (r *Result) parse(b []byte) bool {
 	switch r.Proto {
 	case TLS:
 		name, err := ParseClientHello(b)
-		if err == ErrIncomplete {
+		switch err {
+		case ErrIncomplete:
 			return false
-		}
-		if err == ErrNotTLS {
+		case ErrNotTLS:
 			r.Proto = Unknown
+		case nil, ErrNoName:
+		default:
+			r.Cut = CutMalformed
 		}
 		r.Host = name
 		return true
 	case HTTP:
 		host, port, err := ParseHTTP(b)
-		if err == ErrIncomplete {
+		switch err {
+		case ErrIncomplete:
 			return false
-		}
-		if err == ErrNotHTTP {
+		case ErrNotHTTP:
 			r.Proto = Unknown
+		case nil, ErrNoName:
+		default:
+			r.Cut = CutMalformed
 		}
 		r.Host, r.Port = host, port
 		return true

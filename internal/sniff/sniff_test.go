@@ -224,6 +224,14 @@ func pair(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
+// malformedHello is hello with a session ID length that runs past the
+// message.
+func malformedHello(hello []byte) []byte {
+	b := append([]byte(nil), hello...)
+	b[5+4+2+32] = 0xff
+	return b
+}
+
 func TestSniff(t *testing.T) {
 	hello := clientHello(t, &tls.Config{ServerName: "partner.example.test", InsecureSkipVerify: true})
 	big := "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 64<<10)
@@ -244,13 +252,18 @@ func TestSniff(t *testing.T) {
 		{"http", []string{"GET /a HTTP/1.1\r\nHost: web.test:8080\r\n", "\r\n"}, false, patient,
 			Result{Proto: HTTP, Host: "web.test", Port: 8080}, -1, false},
 		{"server-first-protocol", nil, false, Options{FirstByteTimeout: 50 * time.Millisecond},
-			Result{Proto: Unknown}, 0, false},
+			Result{Proto: Unknown, Cut: CutTimeout}, 0, false},
 		{"unknown-binary", []string{"\x00\x00\x00\x08\x04\xd2\x16\x2f"}, false, patient,
 			Result{Proto: Unknown}, -1, false},
 		{"slow-headers-time-out", []string{"GET / HTTP/1.1\r\nHost: a.test\r\n"}, false, Options{FirstByteTimeout: 5 * time.Second, Timeout: 300 * time.Millisecond},
-			Result{Proto: HTTP}, -1, false},
-		{"size-bound", []string{big}, false, Options{MaxBytes: 4096, FirstByteTimeout: 5 * time.Second, Timeout: 10 * time.Second}, Result{Proto: HTTP}, 4096, false},
-		{"client-closes-early", []string{"GET / HT"}, true, patient, Result{Proto: HTTP}, -1, true},
+			Result{Proto: HTTP, Cut: CutTimeout}, -1, false},
+		{"slow-hello-times-out", []string{string(hello[:5])}, false, Options{FirstByteTimeout: 5 * time.Second, Timeout: 300 * time.Millisecond},
+			Result{Proto: TLS, Cut: CutTimeout}, -1, false},
+		{"size-bound", []string{big}, false, Options{MaxBytes: 4096, FirstByteTimeout: 5 * time.Second, Timeout: 10 * time.Second}, Result{Proto: HTTP, Cut: CutMaxBytes}, 4096, false},
+		{"hello-size-bound", []string{string(hello)}, false, Options{MaxBytes: 100, FirstByteTimeout: 5 * time.Second, Timeout: 10 * time.Second}, Result{Proto: TLS, Cut: CutMaxBytes}, 100, false},
+		{"malformed-hello", []string{string(malformedHello(hello))}, false, patient, Result{Proto: TLS, Cut: CutMalformed}, -1, false},
+		{"malformed-http", []string{"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n"}, false, patient, Result{Proto: HTTP, Cut: CutMalformed}, -1, false},
+		{"client-closes-early", []string{"GET / HT"}, true, patient, Result{Proto: HTTP, Cut: CutClosed}, -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client, server := pair(t)
@@ -271,8 +284,8 @@ func TestSniff(t *testing.T) {
 			if (err != nil) != tc.err {
 				t.Fatalf("err = %v", err)
 			}
-			if res.Proto != tc.want.Proto || res.Host != tc.want.Host || res.Port != tc.want.Port {
-				t.Fatalf("got %s %q %d, want %s %q %d", res.Proto, res.Host, res.Port, tc.want.Proto, tc.want.Host, tc.want.Port)
+			if res.Proto != tc.want.Proto || res.Host != tc.want.Host || res.Port != tc.want.Port || res.Cut != tc.want.Cut {
+				t.Fatalf("got %s %q %d cut %q, want %s %q %d cut %q", res.Proto, res.Host, res.Port, res.Cut, tc.want.Proto, tc.want.Host, tc.want.Port, tc.want.Cut)
 			}
 			wantPeek := tc.peek
 			if wantPeek < 0 {

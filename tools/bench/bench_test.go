@@ -259,7 +259,7 @@ func TestSmoke(t *testing.T) {
 	egret := testutil.BuildEgret(t)
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var stdout, stderr bytes.Buffer
-	args := []string{"-proxies", "egret,egret-gateway,minproxy,direct", "-egret", egret,
+	args := []string{"-proxies", "egret,egret-gateway,minproxy,direct", "-tests", "http,setup,bulk,idle", "-egret", egret,
 		"-gateway-config", "../../scripts/bench-gateway.yaml", "-require", "-ref", "minproxy",
 		"-rounds", "1", "-c", "4", "-d", "300ms", "-bulk", "16MiB", "-idle", "50,150", "-json", out, "-keep"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -340,6 +340,50 @@ func TestSmoke(t *testing.T) {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table has no %q:\n%s", want, table)
 		}
+	}
+}
+
+// TestSmokeIntercept runs the intercept tests, tiny, through interceptd
+// and directly: full handshakes and keep-alive requests, no error, and
+// every request intercepted (the access log names the injected
+// credential).
+func TestSmokeIntercept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts interceptd")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"-proxies", "egret-intercept,direct", "-tests", "intercept,intercept-ka", "-require", "-ref", "",
+		"-rounds", "1", "-c", "4", "-d", "500ms", "-keep"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := run(ctx, args, &stdout, io.MultiWriter(&stderr, testWriter{t})); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	_, dir, ok := strings.Cut(stderr.String(), "configurations and logs are in ")
+	if !ok {
+		t.Fatalf("no work directory in\n%s", stderr.String())
+	}
+	dir = strings.TrimSpace(dir)
+	defer os.RemoveAll(dir)
+	table := stdout.String()
+	for _, want := range []string{"| test | egret-intercept | direct |", "| intercepted: new TLS connections/s (CPU per connection) |",
+		"| intercepted: keep-alive HTTPS req/s (CPU per request) |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table has no %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "error") {
+		t.Errorf("errors:\n%s", table)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, pIntercept, "access.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), `"credentials":["bench/token"]`); n < 50 {
+		t.Errorf("%d intercepted requests with the credential in the access log:\n%.1000s", n, log)
+	}
+	if strings.Contains(string(log), "bench-injected-token") {
+		t.Error("the access log holds the injected token")
 	}
 }
 

@@ -45,6 +45,8 @@ type options struct {
 	egret         string
 	gatewayConfig string
 	minproxy      string
+	interceptd    string
+	squidOpenSSL  string
 	smokescreen   string
 	atsConfig     string
 	origin        string
@@ -62,7 +64,7 @@ type rawFlags struct {
 func newFlags(o *options, raw *rawFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&raw.proxies, "proxies", defaultPeers, "comma-separated proxies to measure, in the table's order")
-	fs.StringVar(&raw.tests, "tests", strings.Join(allTests, ","), "comma-separated tests: http, setup, bulk, idle")
+	fs.StringVar(&raw.tests, "tests", strings.Join(allTests, ","), "comma-separated tests: http, setup, bulk, idle, intercept, intercept-ka")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; the proxies take turns inside each, the table shows medians")
 	fs.IntVar(&o.clients, "c", 16, "concurrent clients of the http and setup tests")
 	fs.DurationVar(&o.duration, "d", 3*time.Second, "duration of the http and setup tests")
@@ -73,6 +75,8 @@ func newFlags(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.StringVar(&o.egret, "egret", "bin/egret", "the egret binary (make build)")
 	fs.StringVar(&o.gatewayConfig, "gateway-config", "scripts/bench-gateway.yaml", "egret-gateway's configuration file")
 	fs.StringVar(&o.minproxy, "minproxy", "", "the minproxy binary (default: go build egret.io/egret/tools/bench/minproxy)")
+	fs.StringVar(&o.interceptd, "interceptd", "", "the interceptd binary (default: go build egret.io/egret/tools/bench/interceptd)")
+	fs.StringVar(&o.squidOpenSSL, "squid-openssl", defaultSquidOpenSSL(), "Squid built with OpenSSL (ssl-bump), as scripts/bench-deps.sh unpacks Debian's squid-openssl")
 	smokescreen, _ := execPath("smokescreen")
 	fs.StringVar(&o.smokescreen, "smokescreen", smokescreen, "the Smokescreen binary (scripts/bench-deps.sh prints its path)")
 	fs.StringVar(&o.atsConfig, "ats-config", "/etc/trafficserver", "Traffic Server's packaged configuration, copied and adapted")
@@ -118,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-rounds, -c and -d must be positive")
 	}
 	var err error
-	for _, path := range []*string{&o.egret, &o.gatewayConfig, &o.minproxy, &o.smokescreen, &o.atsConfig} {
+	for _, path := range []*string{&o.egret, &o.gatewayConfig, &o.minproxy, &o.interceptd, &o.squidOpenSSL, &o.smokescreen, &o.atsConfig} {
 		if *path != "" {
 			if *path, err = filepath.Abs(*path); err != nil {
 				return o, err
@@ -252,6 +256,7 @@ type runner struct {
 	dir    string
 	origin *origin
 	peers  []*peer
+	tls    *tlsLab // the intercept tests' CAs, TLS origin and client settings; nil without them
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -305,6 +310,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w (-origin sets the address)", err)
 	}
 	defer r.origin.Close()
+	if slices.ContainsFunc(opt.tests, interceptTest) {
+		if r.tls, err = newTLSLab(r.dir, opt.origin); err != nil {
+			return err
+		}
+		defer r.tls.origin.Close()
+	}
 
 	var peers []*peer
 	for _, name := range opt.proxies {
@@ -329,6 +340,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			for _, p := range peers {
 				if test == testIdle && p.PID == 0 {
 					continue // direct: no process to read
+				}
+				if !p.runs(test) {
+					continue
 				}
 				res := r.measure(ctx, p, test)
 				res.Round = round
@@ -389,7 +403,7 @@ func (r *runner) measure(ctx context.Context, p *peer, test string) Result {
 	var before time.Duration
 	cpuErr := errors.New("no process")
 	if p.PID > 0 {
-		before, cpuErr = cpuTime(p.PID)
+		before, cpuErr = p.cpu()
 	}
 	var res Result
 	t := p.target()
@@ -403,9 +417,13 @@ func (r *runner) measure(ctx context.Context, p *peer, test string) Result {
 	case testIdle:
 		res = runIdle(ctx, t, r.opt.idle, func() (int64, error) { return rssKiB(p.PID) }, r.opt.idleTimeout)
 		time.Sleep(idleSettle) // the proxy closes the tunnels before the next one is measured
+	case testIntercept:
+		res = runInterceptSetup(ctx, r.tls.target(p), r.tls.clientConfig(p), r.opt.clients, r.opt.duration)
+	case testInterceptKA:
+		res = runInterceptKA(ctx, r.tls.target(p), r.tls.clientConfig(p), r.opt.clients, r.opt.duration)
 	}
 	if cpuErr == nil {
-		if after, err := cpuTime(p.PID); err == nil {
+		if after, err := p.cpu(); err == nil {
 			s := (after - before).Seconds()
 			res.CPUSeconds = &s
 		}
@@ -418,7 +436,7 @@ func (r *runner) measure(ctx context.Context, p *peer, test string) Result {
 func progress(r Result) string {
 	var s string
 	switch m := r.Metrics; r.Test {
-	case testHTTP, testSetup:
+	case testHTTP, testSetup, testIntercept, testInterceptKA:
 		s = thousands(m[mOps]) + "/s"
 		if v, ok := m[mCPUPerOp]; ok {
 			s += ", " + micros(v) + " CPU each"

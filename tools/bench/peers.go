@@ -21,15 +21,18 @@ import (
 
 // The proxies, in the table's order.
 const (
-	pEgret        = "egret"
-	pGateway      = "egret-gateway"
-	pTrafficSrv   = "trafficserver"
-	pMinproxy     = "minproxy"
-	pSquid        = "squid"
-	pSmokescreen  = "smokescreen"
-	pTinyproxy    = "tinyproxy"
-	pDirect       = "direct"
-	defaultPeers  = pEgret + "," + pGateway + "," + pTrafficSrv + "," + pMinproxy + "," + pSquid + "," + pSmokescreen + "," + pTinyproxy + "," + pDirect
+	pEgret       = "egret"
+	pGateway     = "egret-gateway"
+	pTrafficSrv  = "trafficserver"
+	pMinproxy    = "minproxy"
+	pSquid       = "squid"
+	pSmokescreen = "smokescreen"
+	pTinyproxy   = "tinyproxy"
+	pIntercept   = "egret-intercept"
+	pSquidBump   = "squid-bump"
+	pDirect      = "direct"
+	defaultPeers = pEgret + "," + pGateway + "," + pTrafficSrv + "," + pMinproxy + "," + pSquid + "," + pSmokescreen + "," + pTinyproxy + "," +
+		pIntercept + "," + pSquidBump + "," + pDirect
 	installedHint = " (scripts/bench-deps.sh installs it)"
 )
 
@@ -50,6 +53,38 @@ type peer struct {
 }
 
 func (p *peer) target() target { return target{Proxy: p.URL, Host: p.Target} }
+
+// intercepts reports whether p terminates TLS (the intercept tests' peers,
+// which run those tests only).
+func (p *peer) intercepts() bool { return p.Name == pIntercept || p.Name == pSquidBump }
+
+// runs reports whether test is measured through p: the intercept tests
+// through the intercepting proxies (and direct, the ceiling), the others
+// through the rest.
+func (p *peer) runs(test string) bool {
+	return p.Name == pDirect || interceptTest(test) == p.intercepts()
+}
+
+// cpu is the CPU time p has used: with its helper processes for Squid's
+// ssl-bump (the certificate generator runs beside it).
+func (p *peer) cpu() (time.Duration, error) {
+	if p.Name == pSquidBump {
+		return cpuTimeTree(p.PID)
+	}
+	return cpuTime(p.PID)
+}
+
+// defaultSquidOpenSSL is where scripts/bench-deps.sh unpacks Debian's
+// squid-openssl (beside, not instead of, the squid package the tests use:
+// the two conflict).
+func defaultSquidOpenSSL() string {
+	c := os.Getenv("EGRET_CACHE")
+	if c == "" {
+		home, _ := os.UserHomeDir()
+		c = filepath.Join(home, ".cache", "egret")
+	}
+	return filepath.Join(c, "bench", "squid-openssl", "usr", "sbin", "squid")
+}
 
 // spec says how to start one kind of proxy: the program and its arguments
 // for a listen address, with files in dir.
@@ -155,6 +190,30 @@ LogLevel Info
 		}, nil
 	case pTrafficSrv:
 		return r.trafficServer(port, dir)
+	case pIntercept, pSquidBump:
+		if r.tls == nil {
+			return spec{}, errors.New("it measures only the intercept tests (-tests intercept,intercept-ka)")
+		}
+	}
+	switch name {
+	case pIntercept:
+		bin := r.opt.interceptd
+		if bin == "" {
+			bin = filepath.Join(r.dir, "bin", "interceptd")
+			cmd := exec.Command("go", "build", "-o", bin, "egret.io/egret/tools/bench/interceptd")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return spec{}, fmt.Errorf("go build egret.io/egret/tools/bench/interceptd (run from the egret repository, or give -interceptd): %v\n%s", err, out)
+			}
+		}
+		if err := executable(bin, "-interceptd"); err != nil {
+			return spec{}, err
+		}
+		return spec{argv: []string{bin, "-listen", addr, "-ca-dir", r.tls.caDir, "-origin-ca", r.tls.originCA, "-token", r.tls.token,
+			"-access-log", filepath.Join(dir, "access.log")},
+			config:  "tools/bench/interceptd: internal/intercept's Engine, a bearer token injected, GET/HEAD allowed by a rule, JSON access log",
+			version: goVersion(bin)}, nil
+	case pSquidBump:
+		return r.squidBump(addr, dir)
 	}
 	return spec{}, fmt.Errorf("unknown proxy (the proxies: %s)", defaultPeers)
 }
@@ -208,6 +267,78 @@ CONFIG proxy.config.local_state_dir STRING %[2]s
 		config:  r.opt.atsConfig + " copied: no cache, no remap, CONNECT to any port",
 		version: firstLine(r.output(bin, "-V")),
 	}, nil
+}
+
+// squidBump configures Squid built with OpenSSL to bump every CONNECT: peek
+// at the ClientHello, then terminate TLS with a leaf generated from the
+// bench's interception CA (cached in memory after the first), and
+// originate TLS to the origin verified with the bench's origin CA. Like
+// egret-intercept it logs every request; unlike it, it injects nothing and
+// judges no method or path.
+func (r *runner) squidBump(addr, dir string) (spec, error) {
+	bin := r.opt.squidOpenSSL
+	if err := executable(bin, "-squid-openssl; scripts/bench-deps.sh unpacks Debian's squid-openssl"); err != nil {
+		return spec{}, err
+	}
+	root := filepath.Dir(filepath.Dir(filepath.Dir(bin))) // .../usr/sbin/squid → ...
+	certgen := filepath.Join(root, "usr", "lib", "squid", "security_file_certgen")
+	if err := executable(certgen, "squid-openssl's security_file_certgen"); err != nil {
+		return spec{}, err
+	}
+	// Squid runs its helpers as its own user ("proxy"), which may not
+	// reach the cache (under root's home): a copy in the work directory.
+	b, err := os.ReadFile(certgen)
+	if err != nil {
+		return spec{}, err
+	}
+	certgen = filepath.Join(dir, "security_file_certgen")
+	if err := os.WriteFile(certgen, b, 0o755); err != nil {
+		return spec{}, err
+	}
+	db := filepath.Join(dir, "ssl_db")
+	if out, err := exec.Command(certgen, "-c", "-s", db, "-M", "16MB").CombinedOutput(); err != nil {
+		return spec{}, fmt.Errorf("%s -c: %v\n%s", certgen, err, out)
+	}
+	os.Chmod(db, 0o777)
+	filepath.WalkDir(db, func(p string, _ os.DirEntry, _ error) error { os.Chmod(p, 0o777); return nil })
+	// Squid reads the CA as one file with the certificate and the key.
+	ca := filepath.Join(dir, "bump-ca.pem")
+	c, err := os.ReadFile(filepath.Join(r.tls.caDir, "tls.crt"))
+	if err != nil {
+		return spec{}, err
+	}
+	k, err := os.ReadFile(filepath.Join(r.tls.caDir, "tls.key"))
+	if err != nil {
+		return spec{}, err
+	}
+	if err := os.WriteFile(ca, append(c, k...), 0o644); err != nil {
+		return spec{}, err
+	}
+	conf := filepath.Join(dir, "squid.conf")
+	err = os.WriteFile(conf, []byte(fmt.Sprintf(`# ssl-bump every CONNECT, no cache
+http_port %s ssl-bump tls-cert=%s generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
+sslcrtd_program %s -s %s -M 16MB
+sslcrtd_children 4 startup=1 idle=1
+acl step1 at_step SslBump1
+ssl_bump peek step1
+ssl_bump bump all
+tls_outgoing_options cafile=%s
+http_access allow all
+cache deny all
+cache_mem 8 MB
+access_log stdio:%[6]s/access.log
+cache_log %[6]s/cache.log
+pid_filename %[6]s/squid.pid
+coredump_dir %[6]s
+max_filedescriptors 65535
+visible_hostname bench
+shutdown_lifetime 0 seconds
+`, addr, ca, certgen, db, r.tls.originCA, dir)), 0o644)
+	if err != nil {
+		return spec{}, err
+	}
+	return spec{argv: []string{bin, "-N", "-f", conf}, config: "squid-openssl -N, ssl-bump (peek, bump), leaves cached in memory, no cache, access log",
+		version: firstLine(r.output(bin, "-v"))}, nil
 }
 
 // sameUser keeps Traffic Server as the user that starts it when that is not
@@ -285,6 +416,18 @@ func (r *runner) probe(p *peer) error {
 	if p.URL != "" {
 		u, _ := url.Parse(p.URL)
 		tr.Proxy = http.ProxyURL(u)
+	}
+	if p.intercepts() {
+		c, br, err := dialTLSThrough(r.tls.target(p), r.tls.clientConfig(p))
+		if err != nil {
+			return fmt.Errorf("intercepted TLS to %s through %s: %w", r.tls.origin.Addr, p.Name, err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := getThrough(c, br, r.tls.origin.Addr, "/small", smallBody, make([]byte, 4096)); err != nil {
+			return fmt.Errorf("GET /small intercepted by %s: %w", p.Name, err)
+		}
+		return nil
 	}
 	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + t.Host + "/small")
 	if err == nil {

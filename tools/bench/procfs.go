@@ -98,3 +98,27 @@ func raiseFileLimit() (uint64, error) {
 	}
 	return l.Cur, nil
 }
+
+// cpuTimeTree is cpuTime of pid and of all its descendants (a proxy's
+// helper processes: Squid's certificate generator), read from the
+// children lists of /proc/PID/task/TID/children.
+func cpuTimeTree(pid int) (time.Duration, error) {
+	total, err := cpuTime(pid)
+	if err != nil {
+		return 0, err
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		for _, f := range bytes.Fields(b) {
+			child, err := strconv.Atoi(string(f))
+			if err != nil {
+				continue
+			}
+			if c, err := cpuTimeTree(child); err == nil {
+				total += c
+			}
+		}
+	}
+	return total, nil
+}

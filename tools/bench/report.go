@@ -17,9 +17,18 @@ const (
 	testSetup = "setup"
 	testBulk  = "bulk"
 	testIdle  = "idle"
+	// testIntercept: a new TLS connection per GET to an intercepted host
+	// (the client's handshake with the proxy's leaf, the proxy's with the
+	// origin); testInterceptKA: keep-alive GETs inside one intercepted TLS
+	// connection per client.
+	testIntercept   = "intercept"
+	testInterceptKA = "intercept-ka"
 )
 
-var allTests = []string{testHTTP, testSetup, testBulk, testIdle}
+var allTests = []string{testHTTP, testSetup, testBulk, testIdle, testIntercept, testInterceptKA}
+
+// interceptTest reports whether test needs a proxy that intercepts TLS.
+func interceptTest(test string) bool { return test == testIntercept || test == testInterceptKA }
 
 // Result is one test of one proxy in one round: what was counted, and the
 // metrics derived from it (Metrics, filled by derive).
@@ -75,7 +84,7 @@ func (r *Result) derive() {
 		return *r.CPUSeconds, true
 	}
 	switch r.Test {
-	case testHTTP, testSetup:
+	case testHTTP, testSetup, testIntercept, testInterceptKA:
 		if r.Ops > 0 && r.Seconds > 0 {
 			m[mOps] = float64(r.Ops) / r.Seconds
 			m[mP50], m[mP99] = r.P50ms, r.P99ms
@@ -279,6 +288,10 @@ func (rep *Report) rows() []row {
 			rows = append(rows, row{test: t, label: "keep-alive HTTP req/s (CPU per request)", main: mOps, cpu: mCPUPerOp, show: thousands, showCPU: micros})
 		case testSetup:
 			rows = append(rows, row{test: t, label: "new tunnels/s (CPU per tunnel)", main: mOps, cpu: mCPUPerOp, show: thousands, showCPU: micros})
+		case testIntercept:
+			rows = append(rows, row{test: t, label: "intercepted: new TLS connections/s (CPU per connection)", main: mOps, cpu: mCPUPerOp, show: thousands, showCPU: micros})
+		case testInterceptKA:
+			rows = append(rows, row{test: t, label: "intercepted: keep-alive HTTPS req/s (CPU per request)", main: mOps, cpu: mCPUPerOp, show: thousands, showCPU: micros})
 		case testBulk:
 			rows = append(rows, row{test: t, label: sizeString(rep.Settings.BulkBytes) + " through one tunnel, MB/s (CPU per GiB)",
 				main: mMBps, cpu: mCPUPerGiB, show: thousands, showCPU: cpuMs})

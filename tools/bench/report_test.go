@@ -196,6 +196,11 @@ func tableReport() *Report {
 			Result{Proxy: pDirect, Test: testBulk, Round: round, Bytes: 1 << 30, Seconds: 0.5},
 			Result{Proxy: "p", Test: testIdle, Round: round, Idle: []idleStage{{5000, 5000, 20 << 10}, {20000, 20000, 40 << 10}}},
 			Result{Proxy: "ref", Test: testIdle, Round: round, Idle: []idleStage{{5000, 5000, 200 << 10}, {20000, 17500, 600 << 10}}},
+			Result{Proxy: "p", Test: testIntercept, Round: round, Ops: 1500, Seconds: 1, CPUSeconds: c(0.6)},
+			Result{Proxy: "ref", Test: testIntercept, Round: round, Ops: 900, Seconds: 1, CPUSeconds: c(0.9)},
+			Result{Proxy: pDirect, Test: testIntercept, Round: round, Ops: 3000, Seconds: 1},
+			Result{Proxy: "p", Test: testInterceptKA, Round: round, Ops: 6000, Seconds: 1, CPUSeconds: c(0.6)},
+			Result{Proxy: "ref", Test: testInterceptKA, Round: round, Ops: 5000, Seconds: 1, CPUSeconds: c(0.7)},
 		)
 	}
 	for i := range rep.Results {

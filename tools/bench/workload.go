@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,13 @@ func startOrigin(listen string) (*origin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("origin: %w", err)
 	}
+	o := &origin{Addr: ln.Addr().String(), srv: &http.Server{Handler: originHandler(), ErrorLog: discardLog}}
+	go o.srv.Serve(ln)
+	return o, nil
+}
+
+// originHandler answers /small and /bytes.
+func originHandler() http.Handler {
 	small := make([]byte, smallBody)
 	for i := range small {
 		small[i] = 'x'
@@ -58,9 +66,7 @@ func startOrigin(listen string) (*origin, error) {
 			n -= int64(len(b))
 		}
 	})
-	o := &origin{Addr: ln.Addr().String(), srv: &http.Server{Handler: mux, ErrorLog: discardLog}}
-	go o.srv.Serve(ln)
-	return o, nil
+	return mux
 }
 
 func (o *origin) Close() { o.srv.Close() }
@@ -371,4 +377,107 @@ func countOpen(conns []net.Conn) int {
 		}
 	}
 	return open
+}
+
+// startTLSOrigin serves the origin's handler over TLS with cert (HTTP/2 and
+// HTTP/1.1), for the intercept tests.
+func startTLSOrigin(listen string, cert tls.Certificate) (*origin, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("TLS origin: %w", err)
+	}
+	o := &origin{Addr: ln.Addr().String(), srv: &http.Server{Handler: originHandler(), ErrorLog: discardLog,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}}}
+	go o.srv.ServeTLS(ln, "", "")
+	return o, nil
+}
+
+// dialTLSThrough opens a tunnel to t.Host (through t.Proxy, or directly)
+// and runs a full TLS handshake in it with cfg: no session is resumed.
+func dialTLSThrough(t target, cfg *tls.Config) (*tls.Conn, *bufio.Reader, error) {
+	c, br, err := dialTunnel(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	if br.Buffered() > 0 {
+		c.Close()
+		return nil, nil, errors.New("CONNECT: bytes after the answer")
+	}
+	tc := tls.Client(c, cfg)
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	return tc, bufio.NewReader(tc), nil
+}
+
+// getKeepAlive sends GET path on a kept-alive connection and reads the
+// answer, wanting n bytes of body.
+func getKeepAlive(c net.Conn, br *bufio.Reader, host, path string, n int64, buf []byte) error {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return fmt.Errorf("GET: %w", err)
+	}
+	got, err := io.CopyBuffer(io.Discard, resp.Body, buf)
+	resp.Body.Close()
+	return wantBody(resp, got, err, n)
+}
+
+// runInterceptSetup: each of conc clients opens a tunnel, runs a full TLS
+// handshake in it, fetches /small with Connection: close and closes it.
+func runInterceptSetup(ctx context.Context, t target, cfg *tls.Config, conc int, d time.Duration) Result {
+	var s opStats
+	elapsed := loop(ctx, conc, d, &s, func() (func() error, func()) {
+		buf := make([]byte, 4096)
+		return func() error {
+			c, br, err := dialTLSThrough(t, cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			_, err = getThrough(c, br, t.Host, "/small", smallBody, buf)
+			return err
+		}, func() {}
+	})
+	var r Result
+	s.result(&r, elapsed)
+	return r
+}
+
+// runInterceptKA: each of conc clients keeps one intercepted TLS
+// connection and sends GET /small on it, one request at a time.
+func runInterceptKA(ctx context.Context, t target, cfg *tls.Config, conc int, d time.Duration) Result {
+	var s opStats
+	elapsed := loop(ctx, conc, d, &s, func() (func() error, func()) {
+		buf := make([]byte, 4096)
+		var c *tls.Conn
+		var br *bufio.Reader
+		return func() error {
+				if c == nil {
+					var err error
+					if c, br, err = dialTLSThrough(t, cfg); err != nil {
+						return err
+					}
+				}
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				if err := getKeepAlive(c, br, t.Host, "/small", smallBody, buf); err != nil {
+					c.Close()
+					c = nil
+					return err
+				}
+				return nil
+			}, func() {
+				if c != nil {
+					c.Close()
+				}
+			}
+	})
+	var r Result
+	s.result(&r, elapsed)
+	return r
 }

@@ -48,6 +48,7 @@ Exit codes: 0 success; 1 error (bad flags, no NET_ADMIN, iptables failed);
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&f.spec.ProxyUID, "proxy-uid", iptables.DefaultProxyUID, "UID of the proxy; its traffic is never redirected")
 	pf.IntVar(&f.spec.ProxyGID, "proxy-gid", -1, "GID whose traffic is never redirected (-1 = none)")
+	pf.StringSliceVar(&f.spec.ExcludeUIDs, "exclude-uids", nil, "other UIDs whose traffic is never redirected, e.g. a service mesh's proxy (comma-separated)")
 	pf.IntVar(&f.spec.RedirectPort, "redirect-port", iptables.DefaultRedirectPort, "port of the transparent listener on loopback")
 	pf.StringSliceVar(&f.spec.ExcludeCIDRs, "exclude-cidrs", nil, "destinations that go direct (CIDRs or addresses, comma-separated)")
 	pf.StringSliceVar(&f.spec.IncludeCIDRs, "include-cidrs", nil, "if set, only these destinations are redirected")

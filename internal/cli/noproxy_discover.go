@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,15 +65,17 @@ type discoveryFlags struct {
 	clusterDomain string
 	serviceCIDRs  []string
 	podCIDRs      []string
+	nodeCIDRs     []string
 	metadata      []string
 	additions     string
 }
 
 func (d *discoveryFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&d.clusterDomain, "cluster-domain", discovery.DefaultClusterDomain, "cluster DNS domain")
+	f.StringVar(&d.clusterDomain, "cluster-domain", "", "cluster DNS domain (default: read from the cluster — the kubelet's configz, then CoreDNS's Corefile — else "+discovery.DefaultClusterDomain+")")
 	f.StringSliceVar(&d.serviceCIDRs, "service-cidr", nil, "Service ranges, used when the cluster has no ServiceCIDR objects (before 1.33)")
 	f.StringSliceVar(&d.podCIDRs, "pod-cidr", nil, "Pod ranges always added (when the CNI leaves Node spec.podCIDRs empty)")
+	f.StringSliceVar(&d.nodeCIDRs, "node-cidr", nil, "the nodes' subnets, always added (node InternalIPs inside them are not listed one by one)")
 	f.StringSliceVar(&d.metadata, "metadata-address", discovery.DefaultMetadataAddresses, "cloud metadata addresses (empty to leave them out)")
 	f.StringVar(&d.additions, "additions", "", "cluster-wide additions ConfigMap NAMESPACE/NAME (key NO_PROXY; label app.kubernetes.io/part-of=egret)")
 }
@@ -96,6 +99,13 @@ func (d *discoveryFlags) options() (discovery.Options, error) {
 		}
 		o.PodCIDRs = append(o.PodCIDRs, p)
 	}
+	for _, s := range d.nodeCIDRs {
+		p, err := ipaddr.ParsePrefix(s)
+		if err != nil {
+			return o, fmt.Errorf("--node-cidr: %w", err)
+		}
+		o.NodeCIDRs = append(o.NodeCIDRs, p)
+	}
 	return o, o.Validate()
 }
 
@@ -110,9 +120,15 @@ func newNoproxyDiscoverCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "discover",
 		Short: "Compute the cluster's NO_PROXY from the live cluster and print it once",
-		Long: `Reads the cluster (ServiceCIDR objects, Node podCIDRs, the kubernetes Service and
-its EndpointSlices, the additions ConfigMap) and prints the NO_PROXY value that
-egret webhook injects and writes into ConfigMap egress-proxy-common.
+		Long: `Reads the cluster (ServiceCIDR objects, Node podCIDRs and InternalIPs, the
+kubernetes Service and its EndpointSlices, the cluster domain, the additions
+ConfigMap) and prints the NO_PROXY value that egret webhook injects and writes
+into ConfigMap egress-proxy-common.
+
+The cluster domain is --cluster-domain when given; else the kubelet's
+clusterDomain (a node's /configz through the API server: RBAC nodes/proxy),
+else the first zone of CoreDNS's kubernetes plugin (ConfigMap
+kube-system/coredns), else cluster.local with a warning.
 
 -o json prints every entry with its kind and the sources it came from.
 Warnings (no Service range, no Pod range found) go to stderr.
@@ -139,7 +155,11 @@ Exit codes: 0 printed, 1 error (no cluster), 2 bad flags.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			r, err := discovery.Discover(ctx, c, opts)
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("kubernetes client: %w", err)
+			}
+			r, err := discovery.Discover(ctx, c, discovery.KubeletConfigzFrom(cs), opts)
 			if err != nil {
 				return err
 			}

@@ -128,6 +128,8 @@ func NewRoot() *cobra.Command {
 		newDoctorCmd(),
 		newNodeCmd(),
 		newPolicyCmd(),
+		newPodsCmd(),
+		newStatusCmd(),
 		newVersionCmd(),
 	)
 	root.SuggestionsMinimumDistance = 2

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/logging"
 	"egret.io/egret/internal/webhook"
 )
@@ -54,7 +55,11 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 			o.Config = cfg
 			o.Policy = pc
 			o.LeaderElection = leader
-			o.Hosts = append([]string{service + "." + o.Namespace + ".svc", service + "." + o.Namespace + ".svc." + df.clusterDomain}, hosts...)
+			domain := df.clusterDomain
+			if domain == "" {
+				domain = discovery.DefaultClusterDomain
+			}
+			o.Hosts = append([]string{service + "." + o.Namespace + ".svc", service + "." + o.Namespace + ".svc." + domain}, hosts...)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return logExit(log, "egret webhook", webhook.Run(ctx, o))
@@ -89,6 +94,9 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 	f.StringSliceVar(&pc.ImagePullSecrets, "image-pull-secret", nil, "image pull Secret (in the pod's namespace) added to the pods egret gives a sidecar (repeatable)")
 	f.StringVar(&pc.UpstreamSecret, "upstream-secret", "", "Secret (in the pod's namespace) the sidecar reads its upstream proxy from (envFrom, optional)")
 	f.StringVar(&pc.Validation, "validation", "warn", "validation: off, warn or enforce")
+	f.Int64Var(&pc.SidecarUID, "sidecar-uid", webhook.DefaultSidecarUID, "UID of the injected sidecar, let through by the iptables rules (not istio-proxy's 1337); per pod: annotation "+webhook.SidecarUIDAnnotation)
+	f.StringVar(&o.StaleRestart, "stale-restart", "on", "restarts of workloads whose pods are stale (annotation egret.io/restart-stale on the workload or namespace opts in): on, dry-run (report only) or off")
+	f.StringVar(&pc.Mesh, "mesh", "refuse", "transparent mode in a pod with an Istio or Linkerd proxy: refuse, or exclude (the mesh proxy's UID and ports go direct); per pod or namespace: annotation "+webhook.MeshAnnotation)
 	f.StringVar(&pc.Fallback, "sidecar-fallback", "gateway", "without native sidecars: gateway (use the gateway, warn) or refuse (deny)")
 	f.StringSliceVar(&pc.ExcludedNamespaces, "exclude-namespace", nil, "namespaces never injected or validated (own namespace and kube-system always are)")
 	f.StringVar(&pc.Trust.ConfigMap, "ca-configmap", "", "inject the corporate CAs of this ConfigMap ([NAMESPACE/]NAME, e.g. a trust-manager Bundle target) into injected pods")

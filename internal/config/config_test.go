@@ -234,6 +234,9 @@ func TestErrors(t *testing.T) {
 		{"bad-access-log", "", []string{"EGRET_ACCESS_LOG", "maybe"}, nil, "EGRET_ACCESS_LOG"},
 		{"bad-hosts-entry", "resolver:\n  hosts:\n    a.example: [not-an-ip]\n", nil, nil, "not an IP address"},
 		{"bad-dns-server", "", []string{"EGRET_DNS_SERVERS", "dns.example"}, nil, "want ip or ip:port"},
+		{"trust-dir-alone", "", []string{"EGRET_TRUST_DIR", "/etc/egret/trust"}, nil, "go together"},
+		{"trust-digest-alone", "", []string{"EGRET_TRUST_DIGEST", strings.Repeat("a", 64)}, nil, "go together"},
+		{"trust-digest-short", "", []string{"EGRET_TRUST_DIR", "/t", "EGRET_TRUST_DIGEST", "abc"}, nil, "want 64 hex digits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := Sources{Env: env(tc.env...), Flags: tc.flags}

@@ -84,6 +84,8 @@ var Keys = []Key{
 	{Env: "EGRET_LOG_LEVEL", Flag: "log-level", Type: "level", Help: "debug, info, warn or error"},
 	{Env: "EGRET_LOG_FORMAT", Flag: "log-format", Type: "format", Help: "json (default) or text: the encoding of the log lines, client-go's included (the access log stays JSON)"},
 	{Env: "EGRET_READY_NEEDS_UPSTREAM", Flag: "ready-needs-upstream", Type: "bool", Help: "/readyz fails while a pool that routes use has every member down (default true for the gateway, false for a sidecar: an egress outage must not take the app's pod out of its Service)", Bool: true},
+	{Env: "EGRET_TRUST_DIR", Flag: "trust-dir", Type: "dir", Help: "directory of the CA bundle egret's webhook mounted (ca-bundle.pem and truststore.p12); with EGRET_TRUST_DIGEST, checked at start"},
+	{Env: "EGRET_TRUST_DIGEST", Flag: "trust-digest", Type: "digest", Help: "digest of the CA bundle the webhook verified at admission: the proxy refuses to start when EGRET_TRUST_DIR holds another (a bundle egret did not write)"},
 	{Env: "EGRET_ADMIN_TOKEN_FILE", Flag: "admin-token-file", Type: "file", Help: "file with the bearer token that opens the status page, status.json and pprof to peers off loopback (default: loopback peers only)"},
 	{Env: "EGRET_PPROF", Flag: "pprof", Type: "bool", Help: "serve Go's profiler under /debug/pprof/ on the admin listener (true/false, default false)", Bool: true},
 	{Env: "EGRET_ACCESS_LOG", Flag: "access-log", Type: "bool", Help: "one JSON line per request and tunnel (true/false, default true)", Bool: true},

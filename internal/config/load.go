@@ -452,6 +452,25 @@ func (l *loader) logging(f *File, p *Proxy, bad func(error)) {
 	p.ReadyNeedsUpstream = l.boolean("EGRET_READY_NEEDS_UPSTREAM", p.Role == RoleGateway, bad)
 	p.PProf = l.boolean("EGRET_PPROF", false, bad)
 	p.AdminTokenFile = l.str("EGRET_ADMIN_TOKEN_FILE", f.AdminTokenFile, "")
+	p.TrustDir, p.TrustDigest = l.str("EGRET_TRUST_DIR", "", ""), strings.ToLower(l.str("EGRET_TRUST_DIGEST", "", ""))
+	switch {
+	case (p.TrustDir == "") != (p.TrustDigest == ""):
+		bad(errors.New("EGRET_TRUST_DIR and EGRET_TRUST_DIGEST go together: set both (the webhook does) or neither"))
+	case p.TrustDigest != "" && !isSHA256Hex(p.TrustDigest):
+		bad(fmt.Errorf("EGRET_TRUST_DIGEST %q: want 64 hex digits (a SHA-256)", p.TrustDigest))
+	}
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // durationKeys are the file keys of the durations compile reads, by their

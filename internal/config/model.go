@@ -97,6 +97,10 @@ type Proxy struct {
 	// AdminTokenFile holds the bearer token that opens the status page to
 	// peers off loopback ("" = loopback peers only).
 	AdminTokenFile string
+	// TrustDir and TrustDigest, when set, name the CA bundle the webhook
+	// mounted and the digest it verified at admission: the process checks
+	// them at start (trust.VerifyDir) and refuses to run on another bundle.
+	TrustDir, TrustDigest string
 
 	// EnvDir is the settings directory (EGRET_ENV_DIR) the configuration
 	// was read with, "" when none: a change there calls for a reload.

@@ -29,6 +29,11 @@ const (
 	// maxSources caps the sources listed per entry (a /16 of pod ranges can
 	// come from hundreds of nodes).
 	maxSources = 16
+	// DefaultMaxNodeEntries caps the entries node addresses take: beyond
+	// it, each address is covered by its /24 (IPv4) or /64 (IPv6), so a
+	// large cluster's NO_PROXY stays far below the kernel's 128 KiB limit
+	// for one environment string.
+	DefaultMaxNodeEntries = 64
 )
 
 // DefaultMetadataAddresses are the cloud instance metadata endpoints
@@ -40,6 +45,8 @@ var DefaultMetadataAddresses = []string{"169.254.169.254", "fd00:ec2::254"}
 // DefaultMetadataAddresses.
 type Options struct {
 	// ClusterDomain is the cluster DNS domain (kubelet --cluster-domain).
+	// "" takes the domain read from the cluster (Inputs.ClusterDomain),
+	// else DefaultClusterDomain.
 	ClusterDomain string
 	// ServiceCIDRs are used when the cluster has no ServiceCIDR objects
 	// (clusters before 1.33, or the API disabled).
@@ -47,6 +54,13 @@ type Options struct {
 	// PodCIDRs are always added; set them when the CNI does not fill Node
 	// spec.podCIDRs (Calico, Cilium cluster-pool IPAM).
 	PodCIDRs []netip.Prefix
+	// NodeCIDRs are the nodes' subnets, always added; node addresses
+	// inside them are not listed one by one.
+	NodeCIDRs []netip.Prefix
+	// MaxNodeEntries caps the entries node addresses take (0 means
+	// DefaultMaxNodeEntries): beyond it they are covered by their /24 or
+	// /64, with a warning.
+	MaxNodeEntries int
 	// MetadataAddresses replaces DefaultMetadataAddresses when non-nil; an
 	// empty non-nil slice disables them.
 	MetadataAddresses []string
@@ -55,11 +69,23 @@ type Options struct {
 	Additions string
 }
 
-func (o Options) domain() string {
-	if o.ClusterDomain == "" {
-		return DefaultClusterDomain
+func (o Options) maxNodeEntries() int {
+	if o.MaxNodeEntries <= 0 {
+		return DefaultMaxNodeEntries
 	}
-	return strings.Trim(o.ClusterDomain, ".")
+	return o.MaxNodeEntries
+}
+
+// domain is the cluster domain and where it came from: the option, else
+// the one read from the cluster, else the default.
+func (o Options) domain(found Domain) Domain {
+	switch {
+	case o.ClusterDomain != "":
+		return Domain{Name: strings.Trim(o.ClusterDomain, "."), Source: "flag:--cluster-domain"}
+	case found.Name != "":
+		return found
+	}
+	return Domain{Name: DefaultClusterDomain, Source: "default"}
 }
 
 func (o Options) metadata() []string {
@@ -72,8 +98,10 @@ func (o Options) metadata() []string {
 // Validate checks the options.
 func (o Options) Validate() error {
 	var errs []error
-	if d := o.domain(); d == "" || strings.ContainsAny(d, " ,/") {
-		errs = append(errs, fmt.Errorf("cluster domain %q: not a DNS name", o.ClusterDomain))
+	if o.ClusterDomain != "" {
+		if err := checkDomain(strings.Trim(o.ClusterDomain, ".")); err != nil {
+			errs = append(errs, fmt.Errorf("cluster domain %q: %w", o.ClusterDomain, err))
+		}
 	}
 	for _, m := range o.metadata() {
 		if _, err := netip.ParseAddr(m); err != nil {
@@ -99,6 +127,14 @@ type Inputs struct {
 	KubernetesServiceIPs []netip.Addr
 	// APIServerAddrs maps an EndpointSlice name to its endpoint addresses.
 	APIServerAddrs map[string][]netip.Addr
+	// NodeAddrs maps a Node name to its InternalIP addresses.
+	NodeAddrs map[string][]netip.Addr
+	// ClusterDomain is the domain read from the cluster (ReadClusterDomain);
+	// zero when none was found.
+	ClusterDomain Domain
+	// DomainWarnings say why the cluster domain could not be read, or that
+	// its sources disagree.
+	DomainWarnings []string
 	// Additions are user entries with their source (e.g.
 	// "configmap/egret-system/egret-noproxy" or "namespace/payments").
 	Additions []Addition
@@ -121,6 +157,7 @@ const (
 	KindServiceIP   Kind = "service-ip"
 	KindAPIServer   Kind = "apiserver"
 	KindPodCIDR     Kind = "pod-cidr"
+	KindNodeIP      Kind = "node-ip"
 	KindMetadata    Kind = "metadata"
 	KindAddition    Kind = "addition"
 )
@@ -256,18 +293,25 @@ func (b *entryList) result() *Result {
 
 // Compute builds the cluster NO_PROXY from in. The order is fixed by kind
 // (loopback, cluster names, Service ranges, the kubernetes Service IPs, API
-// server addresses, Pod ranges, metadata, additions) and sorted within a kind
-// (additions keep their given order), so the same cluster always gives the
-// same value.
+// server addresses, Pod ranges, node addresses, metadata, additions) and
+// sorted within a kind (additions keep their given order), so the same
+// cluster always gives the same value.
 func Compute(in Inputs, o Options) *Result {
 	b := newEntryList()
 	for _, v := range []string{"localhost", "127.0.0.1", "::1", "[::1]"} {
 		// "[::1]": urllib, undici <8.10, proxy-from-env, .NET and Java match IPv6 only in brackets.
 		b.add(v, KindLoopback, "default")
 	}
-	d := o.domain()
+	dom := o.domain(in.ClusterDomain)
+	d := dom.Name
 	for _, v := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + d, ".svc", ".svc." + d, "." + d} {
-		b.add(v, KindClusterName, "cluster-domain")
+		b.add(v, KindClusterName, "cluster-domain:"+dom.Source)
+	}
+	if o.ClusterDomain == "" {
+		b.warnings = append(b.warnings, in.DomainWarnings...)
+		if in.ClusterDomain.Name == "" {
+			b.warnings = append(b.warnings, "cluster domain not found in the cluster (kubelet configz, CoreDNS Corefile): using "+DefaultClusterDomain+"; set --cluster-domain if the cluster uses another")
+		}
 	}
 
 	if len(in.ServiceCIDRs) > 0 {
@@ -322,6 +366,7 @@ func Compute(in Inputs, o Options) *Result {
 	if len(pods) == 0 {
 		b.warnings = append(b.warnings, "no Pod range: no Node has spec.podCIDRs and --pod-cidr is not set")
 	}
+	b.addNodes(in.NodeAddrs, o)
 
 	for _, m := range o.metadata() {
 		if a, err := netip.ParseAddr(m); err == nil {
@@ -332,6 +377,64 @@ func Compute(in Inputs, o Options) *Result {
 		b.add(a.Value, KindAddition, a.Source)
 	}
 	return b.result()
+}
+
+// addNodes adds the nodes' subnets (Options.NodeCIDRs) and the InternalIP
+// addresses outside them, one entry per address (every runtime matches an
+// address; several ignore CIDRs). Beyond Options.MaxNodeEntries they are
+// aggregated into the fewest prefixes covering exactly those addresses,
+// and if that is still too many, each is covered by its /24 or /64 — with
+// a warning, since the runtimes that ignore CIDRs then miss them.
+func (b *entryList) addNodes(addrs map[string][]netip.Addr, o Options) {
+	for _, p := range sortPrefixes(o.NodeCIDRs) {
+		b.add(p.String(), KindNodeIP, "flag:--node-cidr")
+	}
+	type src struct {
+		p    netip.Prefix
+		from string
+	}
+	var nodes []src
+	for _, node := range sortedKeys(addrs) {
+		for _, a := range addrs[node] {
+			a = a.Unmap()
+			if slices.ContainsFunc(o.NodeCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }) {
+				continue
+			}
+			nodes = append(nodes, src{netip.PrefixFrom(a, a.BitLen()), "node/" + node})
+		}
+	}
+	all := make([]netip.Prefix, len(nodes))
+	for i, s := range nodes {
+		all[i] = s.p
+	}
+	entries := sortPrefixes(all)
+	if max := o.maxNodeEntries(); len(entries) > max {
+		entries = Aggregate(all)
+		if len(entries) > max {
+			for i, s := range nodes {
+				bits := 24
+				if s.p.Addr().Is6() {
+					bits = 64
+				}
+				nodes[i].p, _ = s.p.Addr().Prefix(bits)
+				all[i] = nodes[i].p
+			}
+			entries = Aggregate(all)
+		}
+		b.warnings = append(b.warnings, fmt.Sprintf("%d node addresses are more than %d entries: listed as %d ranges, which Python, Node.js and other runtimes that ignore CIDRs miss; set --node-cidr to the nodes' subnets",
+			len(nodes), max, len(entries)))
+	}
+	for _, p := range entries {
+		for _, s := range nodes {
+			if p.Contains(s.p.Addr()) && p.Bits() <= s.p.Bits() {
+				if p.IsSingleIP() {
+					b.addAddr(p.Addr(), KindNodeIP, s.from)
+				} else {
+					b.add(p.String(), KindNodeIP, s.from)
+				}
+			}
+		}
+	}
 }
 
 // ParseAdditions splits a user list: commas, whitespace and newlines

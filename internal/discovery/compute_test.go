@@ -27,6 +27,9 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
+// coreDNS is the domain most test clusters report.
+var coreDNS = Domain{Name: "cluster.local", Source: "configmap/kube-system/coredns"}
+
 const base = "localhost,127.0.0.1,::1,[::1],kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,.svc,.svc.cluster.local,.cluster.local"
 
 func TestCompute(t *testing.T) {
@@ -41,8 +44,57 @@ func TestCompute(t *testing.T) {
 			name:     "empty-cluster-warns",
 			opts:     Options{MetadataAddresses: []string{}},
 			want:     base,
-			warnings: 2,
+			warnings: 3, // no domain found, no Service range, no Pod range
 		},
+		{
+			name: "domain-from-the-cluster",
+			in: Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": pfx("10.96.0.0/12")}, NodePodCIDRs: map[string][]netip.Prefix{"n": pfx("10.244.0.0/24")},
+				ClusterDomain: Domain{Name: "k8s.corp", Source: "kubelet/n"}, DomainWarnings: []string{"the kubelet's cluster domain k8s.corp (kubelet/n) is not CoreDNS's ..."}},
+			opts:     Options{MetadataAddresses: []string{}},
+			want:     strings.ReplaceAll(base, "cluster.local", "k8s.corp") + ",10.96.0.0/12,10.244.0.0/24",
+			warnings: 1,
+		},
+		{
+			name: "flag-wins-over-the-cluster",
+			in: Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": pfx("10.96.0.0/12")}, NodePodCIDRs: map[string][]netip.Prefix{"n": pfx("10.244.0.0/24")},
+				ClusterDomain: Domain{Name: "k8s.corp", Source: "kubelet/n"}, DomainWarnings: []string{"disagree"}},
+			opts: Options{ClusterDomain: "cluster.local", MetadataAddresses: []string{}},
+			want: base + ",10.96.0.0/12,10.244.0.0/24",
+		},
+		{
+			name: "node-addresses",
+			in: Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": pfx("10.96.0.0/12")}, NodePodCIDRs: map[string][]netip.Prefix{"n1": pfx("10.244.0.0/24")},
+				NodeAddrs: map[string][]netip.Addr{
+					"n1": addrs("192.168.10.4", "fd00:1::4"), "n2": addrs("192.168.10.5"), "n3": addrs("192.168.10.6", "192.168.10.7"),
+					"n4": addrs("172.18.0.2"), // inside --node-cidr
+				}},
+			opts: Options{MetadataAddresses: []string{}, NodeCIDRs: pfx("172.18.0.0/16")},
+			want: base + ",10.96.0.0/12,10.244.0.0/24,172.18.0.0/16,192.168.10.4,192.168.10.5,192.168.10.6,192.168.10.7,fd00:1::4,[fd00:1::4]",
+		},
+		{
+			name: "many-node-addresses-aggregated",
+			in: Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": pfx("10.96.0.0/12")}, NodePodCIDRs: map[string][]netip.Prefix{"n1": pfx("10.244.0.0/24")},
+				NodeAddrs: map[string][]netip.Addr{"n1": addrs("192.168.10.4"), "n2": addrs("192.168.10.5"), "n3": addrs("192.168.10.6", "192.168.10.7"), "n4": addrs("10.9.0.1")}},
+			opts:     Options{MetadataAddresses: []string{}, MaxNodeEntries: 2},
+			want:     base + ",10.96.0.0/12,10.244.0.0/24,10.9.0.1,192.168.10.4/30",
+			warnings: 1,
+		},
+		{
+			name: "too-many-node-addresses-covered-by-24s",
+			in: Inputs{ServiceCIDRs: map[string][]netip.Prefix{"kubernetes": pfx("10.96.0.0/12")}, NodePodCIDRs: map[string][]netip.Prefix{"n1": pfx("10.244.0.0/24")},
+				NodeAddrs: map[string][]netip.Addr{"n1": addrs("192.168.10.4"), "n2": addrs("192.168.10.9"), "n3": addrs("192.168.11.200"), "n4": addrs("10.9.0.1", "fd00::1")}},
+			opts:     Options{MetadataAddresses: []string{}, MaxNodeEntries: 3},
+			want:     base + ",10.96.0.0/12,10.244.0.0/24,10.9.0.0/24,192.168.10.0/23,fd00::/64",
+			warnings: 1,
+		},
+	}
+	tests = append(tests, []struct {
+		name     string
+		in       Inputs
+		opts     Options
+		want     string
+		warnings int
+	}{
 		{
 			name: "dual-stack-cluster",
 			in: Inputs{
@@ -78,6 +130,12 @@ func TestCompute(t *testing.T) {
 			opts: Options{MetadataAddresses: []string{}},
 			want: base + ",10.96.0.0/16,10.244.0.0/24,registry.corp,.internal",
 		},
+	}...)
+	// Cases that do not say so find the domain in the cluster.
+	for i := range tests {
+		if tests[i].in.ClusterDomain.Name == "" && tests[i].name != "empty-cluster-warns" {
+			tests[i].in.ClusterDomain = coreDNS
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,7 +161,9 @@ func TestComputeSources(t *testing.T) {
 		ServiceCIDRs:   map[string][]netip.Prefix{"kubernetes": pfx("10.96.0.0/16")},
 		NodePodCIDRs:   map[string][]netip.Prefix{"node-a": pfx("10.244.0.0/24"), "node-b": pfx("10.244.1.0/24")},
 		APIServerAddrs: map[string][]netip.Addr{"kubernetes": addrs("127.0.0.1", "10.0.0.5")},
+		NodeAddrs:      map[string][]netip.Addr{"node-a": addrs("172.18.0.2"), "node-b": addrs("172.18.0.3", "fd00:18::3")},
 		Additions:      []Addition{{"registry.corp", "configmap/egret-system/egret-noproxy"}},
+		ClusterDomain:  coreDNS,
 	}
 	r := Compute(in, Options{})
 	golden(t, "explain.golden.json", r.Explain())

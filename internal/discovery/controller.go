@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -56,7 +57,14 @@ func CacheOptions() cache.Options {
 			},
 			&corev1.Node{}: {Transform: func(o any) (any, error) {
 				if n, ok := o.(*corev1.Node); ok {
-					n.Status = corev1.NodeStatus{}
+					// Only the InternalIPs of the status are read.
+					var addrs []corev1.NodeAddress
+					for _, a := range n.Status.Addresses {
+						if a.Type == corev1.NodeInternalIP {
+							addrs = append(addrs, a)
+						}
+					}
+					n.Status = corev1.NodeStatus{Addresses: addrs}
 					n.ManagedFields = nil
 					n.Annotations = nil
 				}
@@ -82,6 +90,12 @@ type Controller struct {
 	// own namespace, where the gateway reads it as its direct rules. (It is
 	// never labelled for injection, so no webhook can match it.)
 	OwnNamespace string
+	// Kubelet, if set, is asked for the cluster domain (ReadClusterDomain);
+	// the Corefile is read through the manager's API reader.
+	Kubelet KubeletConfigz
+	// DomainRefresh is how often the cluster domain is read again; 0
+	// means 5 minutes.
+	DomainRefresh time.Duration
 	// Leader, if set, gates the ConfigMap writer: it runs in every replica
 	// (not under the manager's leader election, which stops the whole
 	// manager when the lease is lost) and writes only while Leader returns
@@ -89,8 +103,17 @@ type Controller struct {
 	Leader func() bool
 
 	resync chan event.GenericEvent
+	api    client.Reader
 
 	current atomic.Pointer[Result]
+	domain  atomic.Pointer[domainRead]
+}
+
+// domainRead is the cluster domain last read and when.
+type domainRead struct {
+	d     Domain
+	warns []string
+	at    time.Time
 }
 
 // Current returns the last computed NO_PROXY, or nil before the first
@@ -109,12 +132,14 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	c.Client = mgr.GetClient()
+	c.api = mgr.GetAPIReader()
 	c.resync = make(chan event.GenericEvent, 1)
 	enqueue := handler.EnqueueRequestsFromMapFunc(always)
 	nodes := builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Node)
 		n, ok2 := e.ObjectNew.(*corev1.Node)
-		return !ok1 || !ok2 || o.Spec.PodCIDR != n.Spec.PodCIDR || !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs)
+		return !ok1 || !ok2 || o.Spec.PodCIDR != n.Spec.PodCIDR || !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) ||
+			!slices.Equal(internalIPs(o), internalIPs(n))
 	}})
 	additions := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return c.Options.Additions != "" && o.GetNamespace()+"/"+o.GetName() == c.Options.Additions
@@ -157,7 +182,23 @@ func (c *Controller) compute(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Options.ClusterDomain == "" && c.api != nil {
+		d := c.domain.Load()
+		if d == nil || time.Since(d.at) >= c.domainRefresh() {
+			dom, warns := ReadClusterDomain(ctx, c.api, c.Kubelet, sortedKeys(in.NodeAddrs))
+			d = &domainRead{d: dom, warns: warns, at: time.Now()}
+			c.domain.Store(d)
+		}
+		in.ClusterDomain, in.DomainWarnings = d.d, d.warns
+	}
 	return Compute(in, c.Options), nil
+}
+
+func (c *Controller) domainRefresh() time.Duration {
+	if c.DomainRefresh > 0 {
+		return c.DomainRefresh
+	}
+	return 5 * time.Minute
 }
 
 func (c *Controller) track(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
@@ -171,8 +212,12 @@ func (c *Controller) track(ctx context.Context, _ reconcile.Request) (reconcile.
 		if c.OnChange != nil {
 			c.OnChange(r)
 		}
+		if old != nil {
+			c.Resync() // a change the writer's watches may not see (the cluster domain)
+		}
 	}
-	return reconcile.Result{}, nil
+	// The cluster domain has no watch: read it again now and then.
+	return reconcile.Result{RequeueAfter: c.domainRefresh()}, nil
 }
 
 // ProxyKey holds the NO_PROXY for egret's own proxies (Result.ProxyValue):

@@ -35,6 +35,40 @@ func mkNode(t *testing.T, c *kubetest.Cluster, name string, cidrs ...string) {
 	t.Cleanup(func() { _ = c.Clientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
 
+// setNodeIPs sets a Node's InternalIP addresses (its status, as the
+// kubelet reports them).
+func setNodeIPs(t *testing.T, c *kubetest.Cluster, name string, ips ...string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := c.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+	for _, ip := range ips {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.9"})
+	if _, err := c.Clientset.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("node %s status: %v", name, err)
+	}
+}
+
+// makeCoreDNS creates kube-system/coredns with kubeadm's Corefile for
+// domain (once per package run: the API server is shared).
+func makeCoreDNS(t *testing.T, c *kubetest.Cluster, domain string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: CoreDNSNamespace, Name: CoreDNSConfigMap},
+		Data: map[string]string{corefileKey: ".:53 {\n    errors\n    kubernetes " + domain + " in-addr.arpa ip6.arpa {\n       pods insecure\n    }\n    forward . /etc/resolv.conf\n}\n"}}
+	_, err := c.Clientset.CoreV1().ConfigMaps(CoreDNSNamespace).Create(context.Background(), cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = c.Clientset.CoreV1().ConfigMaps(CoreDNSNamespace).Update(context.Background(), cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // uniq makes cluster-scoped names unique per run (the API server is shared
 // by the tests of this package).
 func uniq(s string) string { return fmt.Sprintf("%s-%d", s, os.Getpid()%100000) }
@@ -47,6 +81,9 @@ func TestDiscoverLiveCluster(t *testing.T) {
 	ns := c.Namespace(t, "disc", nil)
 	mkNode(t, c, uniq("live-a"), "10.250.0.0/24", "fd00:250::/64")
 	mkNode(t, c, uniq("live-b"), "10.250.1.0/24", "fd00:250:0:1::/64")
+	setNodeIPs(t, c, uniq("live-a"), "192.0.2.10", "2001:db8::10")
+	setNodeIPs(t, c, uniq("live-b"), "192.0.2.11")
+	makeCoreDNS(t, c, "cluster.local")
 	_, err := c.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "adds"},
 		Data:       map[string]string{AdditionsKey: "registry.corp\n.internal # office"},
@@ -58,7 +95,7 @@ func TestDiscoverLiveCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Discover(ctx, cl, Options{Additions: ns + "/adds"})
+	r, err := Discover(ctx, cl, nil, Options{Additions: ns + "/adds"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +106,7 @@ func TestDiscoverLiveCluster(t *testing.T) {
 		",10.250.0.0/23,", ",fd00:250::/63,",
 		",169.254.169.254,fd00:ec2::254,[fd00:ec2::254],registry.corp,.internal",
 		",.svc,.svc.cluster.local,.cluster.local,",
+		",192.0.2.10,192.0.2.11,2001:db8::10,[2001:db8::10],", // node InternalIPs, not the ExternalIP
 	} {
 		if !strings.Contains(","+v+",", want) {
 			t.Errorf("NO_PROXY %s\nmissing %q", v, want)
@@ -86,6 +124,38 @@ func TestDiscoverLiveCluster(t *testing.T) {
 	if !apiserver {
 		t.Errorf("no entry from the API server's EndpointSlice: %s", r.Explain())
 	}
+	if strings.Contains(v, "203.0.113.9") {
+		t.Errorf("a node's ExternalIP is in NO_PROXY: %s", v)
+	}
+	if !strings.Contains(string(r.Explain()), `"cluster-domain:configmap/kube-system/coredns"`) {
+		t.Errorf("cluster domain not from CoreDNS's Corefile: %s", r.Explain())
+	}
+
+	// The order: the kubelet's clusterDomain (configz) wins over the
+	// Corefile, and a disagreement is a warning; a kubelet that may not be
+	// asked (RBAC nodes/proxy) leaves the Corefile's.
+	t.Run("cluster-domain-order", func(t *testing.T) {
+		asked := []string{}
+		kubelet := func(_ context.Context, node string) ([]byte, error) {
+			asked = append(asked, node)
+			return []byte(`{"kubeletconfig":{"clusterDomain":"k8s.corp"}}`), nil
+		}
+		d, warns := ReadClusterDomain(ctx, cl, kubelet, []string{"node-z", "node-a"})
+		if d != (Domain{Name: "k8s.corp", Source: "kubelet/node-a"}) || len(asked) != 1 {
+			t.Errorf("domain %+v, asked %v", d, asked)
+		}
+		if len(warns) != 1 || !strings.Contains(warns[0], "is not CoreDNS's cluster.local") {
+			t.Errorf("warnings %q", warns)
+		}
+		forbidden := func(context.Context, string) ([]byte, error) {
+			return nil, apierrors.NewForbidden(corev1.Resource("nodes/proxy"), "n", fmt.Errorf("no"))
+		}
+		if d, warns := ReadClusterDomain(ctx, cl, forbidden, []string{"n"}); d.Name != "cluster.local" || len(warns) != 0 {
+			t.Errorf("forbidden kubelet: %+v %q", d, warns)
+		}
+		// (The API server's node proxy itself is not called here: it would
+		// dial the node's address. The real-node harness has a kubelet.)
+	})
 }
 
 func startManager(t *testing.T, c *kubetest.Cluster, ctl *Controller, leaseNS string) {
@@ -178,6 +248,15 @@ func TestConfigMapFollowsCluster(t *testing.T) {
 	t.Run("node-added", func(t *testing.T) {
 		mkNode(t, c, uniq("follow-b"), "10.251.1.0/24")
 		waitConfigMap(t, c, on, "aggregated pod range", func(cm *corev1.ConfigMap, err error) bool { return has(cm, "10.251.0.0/23") })
+	})
+	t.Run("node-addresses-follow", func(t *testing.T) {
+		name := uniq("follow-a")
+		setNodeIPs(t, c, name, "198.51.100.7")
+		waitConfigMap(t, c, on, "node address", func(cm *corev1.ConfigMap, err error) bool { return has(cm, "198.51.100.7") })
+		setNodeIPs(t, c, name, "198.51.100.8")
+		waitConfigMap(t, c, on, "changed node address", func(cm *corev1.ConfigMap, err error) bool {
+			return has(cm, "198.51.100.8") && !has(cm, "198.51.100.7")
+		})
 	})
 	t.Run("servicecidr-added", func(t *testing.T) {
 		name := uniq("extra")

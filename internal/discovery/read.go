@@ -26,6 +26,7 @@ func Read(ctx context.Context, r client.Reader, o Options) (Inputs, error) {
 		ServiceCIDRs:   map[string][]netip.Prefix{},
 		NodePodCIDRs:   map[string][]netip.Prefix{},
 		APIServerAddrs: map[string][]netip.Addr{},
+		NodeAddrs:      map[string][]netip.Addr{},
 	}
 
 	var scs networkingv1.ServiceCIDRList
@@ -54,6 +55,7 @@ func Read(ctx context.Context, r client.Reader, o Options) (Inputs, error) {
 				in.NodePodCIDRs[n.Name] = append(in.NodePodCIDRs[n.Name], p)
 			}
 		}
+		in.NodeAddrs[n.Name] = internalIPs(&n)
 	}
 
 	var svc corev1.Service
@@ -104,6 +106,20 @@ func Read(ctx context.Context, r client.Reader, o Options) (Inputs, error) {
 	return in, nil
 }
 
+// internalIPs returns a node's InternalIP addresses.
+func internalIPs(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := ipaddr.ParseAddr(a.Address); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
 // NamespaceAdditions parses a namespace's NoProxyAnnotation.
 func NamespaceAdditions(ns *corev1.Namespace) ([]Addition, error) {
 	if ns == nil {
@@ -117,14 +133,18 @@ func NamespaceAdditions(ns *corev1.Namespace) ([]Addition, error) {
 }
 
 // Discover reads the cluster and computes its NO_PROXY in one call (what
-// `egret noproxy discover` prints).
-func Discover(ctx context.Context, r client.Reader, o Options) (*Result, error) {
+// `egret noproxy discover` prints). kubelet, if set, is asked for the
+// cluster domain (ReadClusterDomain) unless o sets it.
+func Discover(ctx context.Context, r client.Reader, kubelet KubeletConfigz, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	in, err := Read(ctx, r, o)
 	if err != nil {
 		return nil, err
+	}
+	if o.ClusterDomain == "" {
+		in.ClusterDomain, in.DomainWarnings = ReadClusterDomain(ctx, r, kubelet, sortedKeys(in.NodeAddrs))
 	}
 	return Compute(in, o), nil
 }

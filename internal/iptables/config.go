@@ -66,6 +66,7 @@ func (f Family) contains(a netip.Addr) bool {
 type Spec struct {
 	ProxyUID          int      // UID whose traffic is never redirected (the proxy's)
 	ProxyGID          int      // GID whose traffic is never redirected; negative = none
+	ExcludeUIDs       []string // other UIDs whose traffic is never redirected (a mesh's proxy)
 	RedirectPort      int      // local port of the transparent listener
 	ExcludeCIDRs      []string // destinations that go direct: CIDRs or single addresses
 	IncludeCIDRs      []string // if any, only these destinations are redirected
@@ -79,6 +80,7 @@ type Config struct {
 	ProxyUID          uint32
 	ProxyGID          uint32
 	HasProxyGID       bool
+	ExcludeUIDs       []uint32 // deduplicated, in input order, without ProxyUID
 	RedirectPort      uint16
 	ExcludeCIDRs      []netip.Prefix // masked, deduplicated, in input order
 	IncludeCIDRs      []netip.Prefix // masked, deduplicated, in input order
@@ -169,6 +171,15 @@ func (s Spec) Compile() (Config, error) {
 			return Config{}, fmt.Errorf("proxy-gid %d: out of range", s.ProxyGID)
 		}
 		c.ProxyGID, c.HasProxyGID = uint32(s.ProxyGID), true
+	}
+	for _, v := range splitList(s.ExcludeUIDs) {
+		u, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || u == uint64(^uint32(0)) {
+			return Config{}, fmt.Errorf("exclude-uids %q: not a UID (0-4294967294)", v)
+		}
+		if uint32(u) != c.ProxyUID && !slices.Contains(c.ExcludeUIDs, uint32(u)) {
+			c.ExcludeUIDs = append(c.ExcludeUIDs, uint32(u))
+		}
 	}
 	if s.RedirectPort < 1 || s.RedirectPort > 65535 {
 		return Config{}, fmt.Errorf("redirect-port %d: must be 1-65535", s.RedirectPort)

@@ -76,9 +76,9 @@ type Ruleset struct {
 // Build returns the rules for fam. It is pure: the same Config gives the
 // same rules, which is what makes Apply idempotent and the output
 // golden-testable. Order inside EGRET_OUTPUT: the proxy's UID and GID,
-// loopback, excluded interfaces, excluded ports and excluded CIDRs RETURN
-// (go direct); then the included CIDRs, or everything else, jump to
-// EGRET_REDIRECT.
+// the excluded UIDs (a service mesh's proxy), loopback, excluded
+// interfaces, excluded ports and excluded CIDRs RETURN (go direct); then
+// the included CIDRs, or everything else, jump to EGRET_REDIRECT.
 func Build(c Config, fam Family) Ruleset {
 	rs := Ruleset{Family: fam}
 	add := func(chain, comment string, match []string, target ...string) {
@@ -92,6 +92,10 @@ func Build(c Config, fam Family) Ruleset {
 	if c.HasProxyGID {
 		gid := strconv.FormatUint(uint64(c.ProxyGID), 10)
 		add(ChainOutput, "proxy gid "+gid+" goes direct", []string{"-m", "owner", "--gid-owner", gid}, ret...)
+	}
+	for _, u := range c.ExcludeUIDs {
+		uid := strconv.FormatUint(uint64(u), 10)
+		add(ChainOutput, "excluded uid "+uid+" goes direct", []string{"-m", "owner", "--uid-owner", uid}, ret...)
 	}
 	add(ChainOutput, "loopback interface goes direct", []string{"-o", "lo"}, ret...)
 	add(ChainOutput, "loopback destination goes direct", []string{"-d", fam.loopback().String()}, ret...)

@@ -27,6 +27,9 @@ var goldenCases = []struct {
 		ExcludeCIDRs: []string{"10.96.0.0/12", "fd00:10:96::/112", "fe80::/10"}, ExcludePorts: []string{"53"}}},
 	{"ipv6-include", Spec{ProxyUID: 2000, ProxyGID: -1, RedirectPort: 15001, IPv6: true,
 		IncludeCIDRs: []string{"2001:db8::/32", "198.51.100.0/24"}}},
+	// What the webhook writes beside an Istio sidecar (egret.io/mesh: exclude).
+	{"mesh-exclude", Spec{ProxyUID: 15337, ProxyGID: -1, ExcludeUIDs: []string{"1337"}, RedirectPort: 15401,
+		ExcludePorts: []string{"15000-15090"}, ExcludeCIDRs: []string{"10.96.0.0/12"}}},
 }
 
 // render is what `egret iptables print` shows for c: one restore block per
@@ -98,6 +101,8 @@ func TestCompile(t *testing.T) {
 		{"no-gid", base(func(s *Spec) {}), func(c Config) bool { return !c.HasProxyGID }},
 		{"interface-wildcard", base(func(s *Spec) { s.ExcludeInterfaces = []string{"veth+", "eth0.100"} }),
 			func(c Config) bool { return len(c.ExcludeInterfaces) == 2 }},
+		{"exclude-uids-deduplicated-without-the-proxy", base(func(s *Spec) { s.ExcludeUIDs = []string{"2102, 1337", "2102", "0"} }),
+			func(c Config) bool { return slices.Equal(c.ExcludeUIDs, []uint32{2102, 0}) }},
 	}
 	for _, tc := range good {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,6 +123,8 @@ func TestCompile(t *testing.T) {
 		{"port-zero", base(func(s *Spec) { s.RedirectPort = 0 }), "redirect-port 0: must be 1-65535"},
 		{"port-too-big", base(func(s *Spec) { s.RedirectPort = 70000 }), "redirect-port 70000"},
 		{"negative-uid", base(func(s *Spec) { s.ProxyUID = -5 }), "proxy-uid -5: out of range"},
+		{"bad-exclude-uid", base(func(s *Spec) { s.ExcludeUIDs = []string{"istio"} }), `exclude-uids "istio": not a UID`},
+		{"exclude-uid-too-big", base(func(s *Spec) { s.ExcludeUIDs = []string{"4294967295"} }), "not a UID"},
 		{"bad-cidr", base(func(s *Spec) { s.ExcludeCIDRs = []string{"10.0.0.0/33"} }), `exclude-cidrs "10.0.0.0/33": not a CIDR`},
 		{"name-not-cidr", base(func(s *Spec) { s.IncludeCIDRs = []string{"example.com"} }), `include-cidrs "example.com": not a CIDR or IP address`},
 		{"zone", base(func(s *Spec) { s.ExcludeCIDRs = []string{"fe80::1%eth0"} }), "zones are not allowed"},

@@ -318,8 +318,8 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Names returns the names of every metric in the catalog (egret's own and
-// the Go and process collectors').
+// Names returns the names of every metric in the catalog (egret's own,
+// the webhook's and the Go and process collectors').
 func (m *Metrics) Names() []string {
 	ch := make(chan *prometheus.Desc, 64)
 	done := make(chan []string)
@@ -334,7 +334,7 @@ func (m *Metrics) Names() []string {
 		}
 		done <- out
 	}()
-	for _, c := range m.collectors {
+	for _, c := range append(m.collectors, NewWebhook().Collectors()...) {
 		c.Describe(ch)
 	}
 	close(ch)

@@ -19,6 +19,7 @@ import (
 	"egret.io/egret/internal/proxy"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/socks5"
+	"egret.io/egret/internal/trust"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -97,6 +98,15 @@ func Run(ctx context.Context, cfg *config.Proxy, o Options) error {
 	}
 	for _, n := range cfg.Notes {
 		log.Warn("config", "note", n)
+	}
+	if cfg.TrustDigest != "" {
+		// The CA bundle egret's webhook mounted must be the one it verified
+		// at admission: a ConfigMap of that name egret did not write never
+		// becomes this pod's trust (issue 21, finding 9).
+		if err := trust.VerifyDir(cfg.TrustDir, cfg.TrustDigest); err != nil {
+			return err
+		}
+		log.Info("trust bundle verified", "dir", cfg.TrustDir, "digest", cfg.TrustDigest)
 	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()

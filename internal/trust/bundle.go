@@ -105,18 +105,20 @@ func SystemRoots(files ...string) ([]*x509.Certificate, string, error) {
 	return nil, "", fmt.Errorf("no system CA bundle: none of %s exists", strings.Join(files, ", "))
 }
 
-func readBounded(path string) ([]byte, error) {
+func readBounded(path string) ([]byte, error) { return readLimited(path, MaxPEMBytes) }
+
+func readLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxPEMBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxPEMBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, MaxPEMBytes)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
 	return b, nil
 }

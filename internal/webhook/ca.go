@@ -14,6 +14,7 @@ import (
 
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/lint"
+	"egret.io/egret/internal/stamp"
 	"egret.io/egret/internal/trust"
 )
 
@@ -132,26 +133,55 @@ func trustOptOut(pod *corev1.Pod, ns *corev1.Namespace) (bool, string) {
 
 // injectTrust mounts egret's trust ConfigMap into every container and init
 // container and sets the variables and Java properties each runtime reads
-// (trust.InjectedEnv, trust.JavaProperties). Values the user set are kept
-// and reported through w. It does nothing without a trust policy, and
-// warns instead of injecting when the namespace holds no trust ConfigMap
-// (it is not labelled for injection) or no bundle is built yet.
-func injectTrust(out *MutateResult, in Input, w *warner) {
+// (trust.InjectedEnv, trust.JavaProperties); egret's sidecar also gets the
+// bundle's digest to check at start. Values the user set are kept and
+// reported through w. It returns what it mounted, for the pod's stamp.
+//
+// It mounts only a ConfigMap egret wrote: labelled as egret's and holding
+// exactly the bundle egret built (TrustBundle.Matches). Anything else of
+// that name — made by whoever may create ConfigMaps in the namespace — is
+// never mounted: the pod is refused under validation enforce, admitted
+// without the CA and warned otherwise. It does nothing without a trust
+// policy, and warns instead of injecting when the namespace is not
+// labelled for injection (egret writes no bundle there), no bundle is
+// built yet, or egret has not written it into the namespace yet.
+func injectTrust(out *MutateResult, in Input, w *warner) *stamp.Trust {
 	tp := in.Policy.Trust
 	if tp == nil {
-		return
+		return nil
 	}
 	if off, _ := trustOptOut(out.Pod, in.Namespace); off {
-		return
+		return nil
 	}
 	if in.Namespace == nil || in.Namespace.Labels[discovery.InjectLabel] != discovery.InjectEnabled {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: egret keeps %s only in namespaces labelled %s=%s; label the namespace, or trust the corporate CA otherwise",
 			TrustConfigMapName, discovery.InjectLabel, discovery.InjectEnabled))
-		return
+		return nil
 	}
 	if in.Trust == nil {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: the trust bundle from %s is not built yet (see the webhook's log)", tp.Source()))
-		return
+		return nil
+	}
+	ns, b, digest := in.Namespace.Name, in.TrustBundle, in.Trust.Digest
+	switch {
+	case b.Matches(digest):
+	case b == nil:
+		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: egret has not written ConfigMap %s/%s yet; recreate the pod in a moment", ns, TrustConfigMapName))
+		return nil
+	case b.updating():
+		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: ConfigMap %s/%s holds bundle %s, egret's current one is %s (the writer is catching up); recreate the pod in a moment",
+			ns, TrustConfigMapName, shortDigest(b.PEMDigest), shortDigest(digest)))
+		return nil
+	default:
+		msg := fmt.Sprintf("ConfigMap %s/%s is not the trust bundle egret wrote (%s), so egret does not mount it as this pod's trusted CAs. "+
+			"Delete it (egret then writes its own) or find who made it; or opt the pod out with annotation %s: \"false\"",
+			ns, TrustConfigMapName, b.why(digest), TrustAnnotation)
+		if level, _ := enforcement(in); level == Enforce {
+			out.Denied = "egret: pod refused (validation enforce): " + msg
+			return nil
+		}
+		out.Warnings = append(out.Warnings, "egret: no CA injected: "+msg)
+		return nil
 	}
 	spec := &out.Pod.Spec
 	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == TrustVolumeName }) {
@@ -171,12 +201,58 @@ func injectTrust(out *MutateResult, in Input, w *warner) {
 	}
 	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range cs {
-			injectTrustContainer(&cs[i], tp.MountPath, env, props, w)
+			c := &cs[i]
+			if !injectTrustContainer(c, tp.MountPath, env, props, w) || c.Name != SidecarName {
+				continue
+			}
+			// egret's sidecar refuses to start on any other bundle.
+			setEnv(c, "EGRET_TRUST_DIR", tp.MountPath)
+			setEnv(c, "EGRET_TRUST_DIGEST", digest)
 		}
+	}
+	return &stamp.Trust{ConfigMap: TrustConfigMapName, Owner: egretOwner, UID: b.UID, Digest: digest}
+}
+
+// egretOwner is the owner a stamp names for a bundle egret wrote (the
+// value of its managed-by label).
+const egretOwner = "egret"
+
+// why says how b differs from egret's bundle of digest.
+func (b *TrustBundle) why(digest string) string {
+	switch {
+	case !b.Ours:
+		return "it is not labelled " + discovery.ManagedByLabel + "=egret: egret did not create it"
+	case b.Problem != "":
+		return "its content cannot be read: " + b.Problem
+	default:
+		return fmt.Sprintf("it holds certificates of digest %s (store %s), not egret's %s", shortDigest(b.PEMDigest), shortDigest(b.StoreDigest), shortDigest(digest))
 	}
 }
 
-func injectTrustContainer(c *corev1.Container, dir string, env []envWant, props []javaProp, w *warner) {
+func shortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	if d == "" {
+		return "(none)"
+	}
+	return d
+}
+
+// setEnv sets a variable egret owns in its own container.
+func setEnv(c *corev1.Container, name, value string) {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			c.Env[i] = corev1.EnvVar{Name: name, Value: value}
+			return
+		}
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+// injectTrustContainer mounts the bundle into c and sets its variables;
+// false when c already mounts something else where the bundle goes.
+func injectTrustContainer(c *corev1.Container, dir string, env []envWant, props []javaProp, w *warner) bool {
 	mounted := false
 	for _, m := range c.VolumeMounts {
 		if m.Name == TrustVolumeName {
@@ -185,7 +261,7 @@ func injectTrustContainer(c *corev1.Container, dir string, env []envWant, props 
 		}
 		if path.Clean(m.MountPath) == dir {
 			w.add("trust-mount", c.Name, fmt.Sprintf("%s already mounts %s here; egret's CA bundle is not mounted and its CA variables are not set", m.Name, dir))
-			return
+			return false
 		}
 	}
 	if !mounted {
@@ -211,9 +287,10 @@ func injectTrustContainer(c *corev1.Container, dir string, env []envWant, props 
 	// is kept with its own type and password.
 	if have := containerJavaProps(c)[props[0].key]; have != "" && have != props[0].value {
 		w.add("kept:"+props[0].key, c.Name, fmt.Sprintf("kept your -D%s=%s (egret would set %s with its PKCS#12 store)", props[0].key, shortValue(have), props[0].value))
-		return
+		return true
 	}
 	injectJava(c, props, w)
+	return true
 }
 
 // containerJavaProps returns the -D properties the container's JVM sees

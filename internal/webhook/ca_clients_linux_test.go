@@ -111,7 +111,7 @@ func TestInjectedCAWithRealClients(t *testing.T) {
 		c.Mode = "sidecar"
 		c.Trust = TrustConfig{ConfigMap: "corp-ca"}
 	})
-	res := Mutate(pod1(), Input{Policy: p, Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust})
+	res := Mutate(pod1(), Input{Policy: p, Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust, TrustBundle: egretsBundle})
 	var app corev1.Container
 	for _, c := range res.Pod.Spec.Containers {
 		if c.Name == "app" {

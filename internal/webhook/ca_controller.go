@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/trust"
 )
 
@@ -48,10 +49,17 @@ type TrustController struct {
 	Client client.Client
 	// Rand seeds the trust store's encryption; nil means crypto/rand.
 	Rand io.Reader
+	// Bundles, if set, shows every ConfigMap of TrustConfigMapName, whoever
+	// made it: the writer reports the opted-in namespaces whose one is not
+	// egret's bundle (logged, and counted in Metrics).
+	Bundles *TrustBundles
+	// Metrics, if set, counts the foreign bundles.
+	Metrics *metrics.Webhook
 
 	source  client.Reader // a cache of the one source object
 	system  []*x509.Certificate
 	current atomic.Pointer[TrustState]
+	foreign map[string]string // namespace → what was reported (sync only)
 }
 
 // Current returns the bundle last built, or nil. Safe for concurrent use.
@@ -99,12 +107,15 @@ func (c *TrustController) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("set up trust tracker: %w", err)
 	}
 	ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == TrustConfigMapName }))
-	err = ctrl.NewControllerManagedBy(mgr).Named("trust-configmaps").
+	b := ctrl.NewControllerManagedBy(mgr).Named("trust-configmaps").
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		WatchesRawSource(src()).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(enqueue)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(enqueue), ours).
-		Complete(reconcile.Func(c.sync))
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(enqueue), ours)
+	if c.Bundles != nil {
+		b = b.WatchesRawSource(source.Kind(c.Bundles.Cache(), client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(enqueue)))
+	}
+	err = b.Complete(reconcile.Func(c.sync))
 	if err != nil {
 		return fmt.Errorf("set up trust configmap writer: %w", err)
 	}
@@ -236,6 +247,9 @@ func (c *TrustController) sync(ctx context.Context, _ reconcile.Request) (reconc
 			errs = append(errs, err)
 		}
 	}
+	if buildErr == nil {
+		c.reportForeign(ctx, &nss, b.state.Digest)
+	}
 	if buildErr != nil {
 		errs = append([]error{buildErr}, errs...)
 	}
@@ -243,6 +257,39 @@ func (c *TrustController) sync(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, fmt.Errorf("sync %s: %w (and %d more)", TrustConfigMapName, errs[0], len(errs)-1)
 	}
 	return reconcile.Result{}, nil
+}
+
+// reportForeign logs each opted-in namespace whose bundle ConfigMap is
+// not the bundle of digest egret wrote — made by someone else first, or
+// changed since — once per change, and counts them.
+func (c *TrustController) reportForeign(ctx context.Context, nss *corev1.NamespaceList, digest string) {
+	if c.Bundles == nil {
+		return
+	}
+	all, err := c.Bundles.List(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "trust bundles not checked")
+		return
+	}
+	n := 0
+	seen := map[string]string{}
+	for i := range nss.Items {
+		ns := &nss.Items[i]
+		b := all[ns.Name]
+		if ns.DeletionTimestamp != nil || ns.Labels[discovery.InjectLabel] != discovery.InjectEnabled || b == nil || b.Matches(digest) || b.updating() {
+			continue
+		}
+		n++
+		seen[ns.Name] = b.UID + "/" + b.PEMDigest
+		if c.foreign[ns.Name] != seen[ns.Name] {
+			log.FromContext(ctx).Error(nil, "a ConfigMap egret did not write holds the trust bundle's name: egret does not mount it into pods",
+				"namespace", ns.Name, "name", TrustConfigMapName, "reason", b.why(digest))
+		}
+	}
+	c.foreign = seen
+	if c.Metrics != nil {
+		c.Metrics.ForeignTrustBundles.Set(float64(n))
+	}
 }
 
 func trustOurs(cm *corev1.ConfigMap) bool { return cm.Labels[discovery.ManagedByLabel] == "egret" }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/stamp"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/kubetest"
 	"egret.io/egret/internal/testutil/tlslab"
@@ -222,6 +223,130 @@ func TestTrustAgainstAPIServer(t *testing.T) {
 		if all := strings.Join(w.take(), "\n"); !strings.Contains(all, "kept your REQUESTS_CA_BUNDLE=/opt/corp.pem") {
 			t.Errorf("warnings: %s", all)
 		}
+	})
+	// Issue 21, finding 9: a tenant who may create ConfigMaps creates
+	// egret-trust-bundle before egret does, holding its own interception
+	// CA in both forms. egret leaves the object alone, never mounts it, and
+	// says so: a warning under warn, a refusal under enforce. A copy that
+	// wears egret's labels is rewritten by egret, and pods then mount
+	// egret's bundle.
+	t.Run("squatted-bundle-is-never-mounted", func(t *testing.T) {
+		tenant := tlslab.NewCA(t, "Tenant Intercept CA")
+		tb, err := trust.Build([]*x509.Certificate{system.Cert}, []*x509.Certificate{tenant.Cert})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p12, err := tb.TrustStore(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		squat := func(t *testing.T, labels map[string]string) string {
+			t.Helper()
+			sq := c.Namespace(t, "squat", map[string]string{"egret-trust-test": pid})
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sq, Name: TrustConfigMapName, Labels: labels,
+				Annotations: map[string]string{TrustDigestAnnotation: tb.Digest()}},
+				Data: map[string]string{trust.BundleFile: string(tb.PEM())}, BinaryData: map[string][]byte{trust.TrustStoreFile: p12}}
+			if _, err := c.Clientset.CoreV1().ConfigMaps(sq).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			nsObj, err := c.Clientset.CoreV1().Namespaces().Get(ctx, sq, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nsObj.Labels[discovery.InjectLabel] = discovery.InjectEnabled
+			if _, err := c.Clientset.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return sq
+		}
+		t.Run("tenant-made-first", func(t *testing.T) {
+			sq := squat(t, nil)
+			create := func(name string) (*corev1.Pod, []string, error) {
+				w.take()
+				p := mk(name)
+				p.Namespace = sq
+				got, err := cs.CoreV1().Pods(sq).Create(ctx, p, metav1.CreateOptions{})
+				return got, w.take(), err
+			}
+			// The webhook reads namespaces from its cache: wait for the label.
+			var p *corev1.Pod
+			var warns []string
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				var err error
+				p, warns, err = create(fmt.Sprintf("app-%d", time.Now().UnixNano()))
+				return err == nil && !slices.ContainsFunc(warns, func(s string) bool { return strings.Contains(s, "only in namespaces labelled") }), err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == TrustVolumeName }) {
+				t.Fatalf("the tenant's ConfigMap is mounted as the pod's trusted CAs: %+v", p.Spec.Volumes)
+			}
+			for _, ctr := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+				if v, ok := env(ctr, "SSL_CERT_FILE"); ok {
+					t.Errorf("%s: SSL_CERT_FILE=%s", ctr.Name, v)
+				}
+			}
+			if all := strings.Join(warns, "\n"); !strings.Contains(all, "ConfigMap "+sq+"/egret-trust-bundle is not the trust bundle egret wrote (it is not labelled app.kubernetes.io/managed-by=egret") {
+				t.Errorf("warnings: %s", all)
+			}
+			st, err := stamp.Parse(p.Annotations[stamp.Annotation])
+			if err != nil || st.Trust != nil {
+				t.Errorf("stamp %+v, %v", st, err)
+			}
+			// egret left the tenant's object alone.
+			got, err := c.Clientset.CoreV1().ConfigMaps(sq).Get(ctx, TrustConfigMapName, metav1.GetOptions{})
+			if err != nil || got.Data[trust.BundleFile] != string(tb.PEM()) {
+				t.Errorf("the tenant's ConfigMap changed: %v", err)
+			}
+			// Under enforce the pod is refused.
+			nsObj, err := c.Clientset.CoreV1().Namespaces().Get(ctx, sq, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nsObj.Annotations = map[string]string{ValidationAnnotation: "enforce"}
+			if _, err := c.Clientset.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				_, _, err := create(fmt.Sprintf("app-%d", time.Now().UnixNano()))
+				return err != nil, nil
+			})
+			_, _, err = create("refused")
+			if err == nil || !strings.Contains(err.Error(), "pod refused (validation enforce): ConfigMap "+sq+"/egret-trust-bundle is not the trust bundle egret wrote") {
+				t.Errorf("create under enforce: %v", err)
+			}
+		})
+		t.Run("tenant-copied-egrets-labels", func(t *testing.T) {
+			sq := squat(t, map[string]string{discovery.ManagedByLabel: "egret", discovery.PartOfLabel: "egret"})
+			// egret takes its name back: the writer rewrites what claims to be its own.
+			cur := waitBundle(t, system, corp).Annotations[TrustDigestAnnotation]
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				got, err := c.Clientset.CoreV1().ConfigMaps(sq).Get(ctx, TrustConfigMapName, metav1.GetOptions{})
+				return err == nil && got.Annotations[TrustDigestAnnotation] == cur && !strings.Contains(got.Data[trust.BundleFile], "Tenant"), nil
+			})
+			if err != nil {
+				t.Fatalf("egret did not rewrite the labelled copy: %v", err)
+			}
+			var p *corev1.Pod
+			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				pp := mk(fmt.Sprintf("app-%d", time.Now().UnixNano()))
+				pp.Namespace = sq
+				got, err := cs.CoreV1().Pods(sq).Create(ctx, pp, metav1.CreateOptions{})
+				if err != nil {
+					return false, err
+				}
+				p = got
+				return slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == TrustVolumeName }), nil
+			})
+			if err != nil {
+				t.Fatalf("egret's rewritten bundle never mounted: %v", err)
+			}
+			st, err := stamp.Parse(p.Annotations[stamp.Annotation])
+			if err != nil || st.Trust == nil || st.Trust.Digest != cur || st.Trust.Owner != "egret" || st.Trust.UID == "" {
+				t.Errorf("stamp %+v, %v", st.Trust, err)
+			}
+		})
 	})
 	t.Run("bundle-update-reaches-the-store", func(t *testing.T) {
 		second := tlslab.NewCA(t, "Corp Second Inspection CA")

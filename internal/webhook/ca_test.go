@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
 
+	"egret.io/egret/internal/stamp"
 	"egret.io/egret/internal/trust"
 )
 
@@ -23,6 +24,10 @@ func trustPolicy(t testing.TB, mut func(*Config)) *Policy {
 }
 
 var builtTrust = &TrustState{Digest: "d1", Added: []string{"Corp Root"}, Total: 140}
+
+// egretsBundle is builtTrust's ConfigMap in the pod's namespace, as egret
+// writes it.
+var egretsBundle = &TrustBundle{UID: "uid-egret", Ours: true, Annotated: "d1", Contents: trust.Contents{PEMDigest: "d1", StoreDigest: "d1"}}
 
 func TestTrustConfigCompile(t *testing.T) {
 	for _, tc := range []struct {
@@ -56,7 +61,7 @@ func TestTrustConfigCompile(t *testing.T) {
 
 func TestMutateInjectsTrust(t *testing.T) {
 	p := trustPolicy(t, nil)
-	in := Input{Policy: p, Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust}
+	in := Input{Policy: p, Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust, TrustBundle: egretsBundle}
 	res := Mutate(pod(nil), in)
 	if res.Denied != "" || len(res.Warnings) != 0 {
 		t.Fatalf("denied %q, warnings %q", res.Denied, res.Warnings)
@@ -125,7 +130,7 @@ func TestMutateInjectsTrust(t *testing.T) {
 
 func TestMutateTrustKeepsUserValues(t *testing.T) {
 	p := trustPolicy(t, nil)
-	in := Input{Policy: p, Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust}
+	in := Input{Policy: p, Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust, TrustBundle: egretsBundle}
 	mine := pod(nil,
 		corev1.EnvVar{Name: "SSL_CERT_FILE", Value: "/opt/certs/corp.pem"},
 		corev1.EnvVar{Name: "JAVA_TOOL_OPTIONS", Value: "-Djavax.net.ssl.trustStore=/opt/certs/app.jks -Djavax.net.ssl.trustStorePassword=secret"},
@@ -171,7 +176,7 @@ func TestMutateTrustSkips(t *testing.T) {
 		{"bundle-not-built", pod(nil), ns("shop", optedIn, nil), nil, "not built yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Mutate(tc.pod, Input{Policy: p, Namespace: tc.ns, Cluster: testCluster(), Trust: tc.trust})
+			res := Mutate(tc.pod, Input{Policy: p, Namespace: tc.ns, Cluster: testCluster(), Trust: tc.trust, TrustBundle: egretsBundle})
 			if len(res.Pod.Spec.Volumes) != 0 {
 				t.Errorf("CA injected: %+v", res.Pod.Spec.Volumes)
 			}
@@ -188,8 +193,90 @@ func TestMutateTrustSkips(t *testing.T) {
 		})
 	}
 	// Without a trust policy nothing changes (the existing goldens hold).
-	plain := Mutate(pod(nil), Input{Policy: testPolicy(t, nil), Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust})
+	plain := Mutate(pod(nil), Input{Policy: testPolicy(t, nil), Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust, TrustBundle: egretsBundle})
 	if len(plain.Pod.Spec.Volumes) != 0 {
 		t.Error("CA injected without a trust policy")
+	}
+}
+
+// TestMutateTrustOnlyEgretsBundle is issue 21's finding 9 at the pure
+// level: a ConfigMap named egret-trust-bundle that egret did not write —
+// made first by a tenant, labelled like egret's, edited after egret wrote
+// it — is never mounted; validation enforce refuses the pod, warn admits
+// it without the CA. Only egret's exact bundle is mounted, and the pod's
+// stamp and its sidecar carry that bundle's owner, UID and digest.
+func TestMutateTrustOnlyEgretsBundle(t *testing.T) {
+	contents := func(pem, store string) trust.Contents { return trust.Contents{PEMDigest: pem, StoreDigest: store} }
+	for _, tc := range []struct {
+		name    string
+		bundle  *TrustBundle
+		level   string
+		mounted bool
+		denied  string
+		warning string
+	}{
+		{"egrets", egretsBundle, "warn", true, "", ""},
+		{"egrets-under-enforce", egretsBundle, "enforce", true, "", ""},
+		{"tenant-made-first", &TrustBundle{UID: "t", Contents: contents("evil", "evil")}, "warn", false, "",
+			"is not the trust bundle egret wrote (it is not labelled app.kubernetes.io/managed-by=egret: egret did not create it)"},
+		{"tenant-made-first-enforce", &TrustBundle{UID: "t", Contents: contents("evil", "evil")}, "enforce", false,
+			"pod refused (validation enforce): ConfigMap shop/egret-trust-bundle is not the trust bundle egret wrote", ""},
+		{"tenant-copied-egrets-label", &TrustBundle{UID: "t", Ours: true, Annotated: "d1", Contents: contents("evil", "evil")}, "warn", false, "",
+			"holds certificates of digest evil (store evil), not egret's d1"},
+		{"tenant-replaced-store-only", &TrustBundle{UID: "u", Ours: true, Annotated: "d1", Contents: contents("d1", "evil")}, "enforce", false,
+			"store evil", ""},
+		{"tenant-made-unreadable", &TrustBundle{UID: "u", Ours: true, Annotated: "d1", Contents: trust.Contents{Problem: "ca-bundle.pem: no certificate"}}, "warn", false, "",
+			"its content cannot be read: ca-bundle.pem: no certificate"},
+		{"egrets-previous-bundle", &TrustBundle{UID: "u", Ours: true, Annotated: "d0", Contents: contents("d0", "d0")}, "enforce", false, "",
+			"holds bundle d0, egret's current one is d1 (the writer is catching up)"},
+		{"not-written-yet", nil, "enforce", false, "", "egret has not written ConfigMap shop/egret-trust-bundle yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := trustPolicy(t, func(c *Config) { c.Mode, c.Image = "sidecar", "egret:test" })
+			in := Input{Policy: p, Namespace: ns("shop", optedIn, map[string]string{ValidationAnnotation: tc.level}), Cluster: testCluster(),
+				Trust: builtTrust, TrustBundle: tc.bundle}
+			res := Mutate(pod(nil), in)
+			if res.Denied != "" || tc.denied != "" {
+				if tc.denied == "" || !strings.Contains(res.Denied, tc.denied) {
+					t.Fatalf("denied %q, want %q", res.Denied, tc.denied)
+				}
+				if res.Mode != 0 || !equality.Semantic.DeepEqual(res.Pod, pod(nil)) {
+					t.Error("a refused pod came back mutated")
+				}
+				return
+			}
+			all := strings.Join(res.Warnings, "\n")
+			if (tc.warning == "") != (all == "") || !strings.Contains(all, tc.warning) {
+				t.Errorf("warnings %q, want %q", all, tc.warning)
+			}
+			st, err := stamp.Parse(res.Pod.Annotations[stamp.Annotation])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sidecar corev1.Container
+			for _, c := range res.Pod.Spec.InitContainers {
+				if c.Name == SidecarName {
+					sidecar = c
+				}
+			}
+			digest, hasDigest := env(sidecar, "EGRET_TRUST_DIGEST")
+			if !tc.mounted {
+				if len(res.Pod.Spec.Volumes) != 0 || st.Trust != nil || hasDigest {
+					t.Errorf("foreign bundle used: volumes %+v, stamp %+v, sidecar digest %q", res.Pod.Spec.Volumes, st.Trust, digest)
+				}
+				for _, c := range res.Pod.Spec.Containers {
+					if v, ok := env(c, "SSL_CERT_FILE"); ok {
+						t.Errorf("%s: SSL_CERT_FILE=%s", c.Name, v)
+					}
+				}
+				return
+			}
+			if len(res.Pod.Spec.Volumes) != 1 || st.Trust == nil || *st.Trust != (stamp.Trust{ConfigMap: TrustConfigMapName, Owner: "egret", UID: "uid-egret", Digest: "d1"}) {
+				t.Fatalf("volumes %+v, stamp %+v", res.Pod.Spec.Volumes, st.Trust)
+			}
+			if dir, _ := env(sidecar, "EGRET_TRUST_DIR"); digest != "d1" || dir != trust.DefaultMountDir {
+				t.Errorf("sidecar checks %q in %q", digest, dir)
+			}
+		})
 	}
 }

@@ -38,6 +38,12 @@ type Handlers struct {
 	// Trust returns the CA bundle egret last published (TrustController's
 	// Current); nil: no CA injection configured.
 	Trust func() *TrustState
+	// TrustBundle looks up the TrustConfigMapName ConfigMap of a namespace
+	// (TrustBundles.Get); nil: none is ever mounted.
+	TrustBundle func(ctx context.Context, namespace string) (*TrustBundle, error)
+	// Upstream reads the version of the upstream Secret (the policy's
+	// UpstreamSecret) in a namespace; nil: not recorded.
+	Upstream *UpstreamVersions
 }
 
 // Mutator returns the /mutate handler.
@@ -81,6 +87,16 @@ func (h *Handlers) input(ctx context.Context, req admission.Request) (*corev1.Po
 		return nil, in, fmt.Errorf("get namespace %s: %w", pod.Namespace, err)
 	}
 	in.Namespace = &ns
+	if h.Policy.UpstreamSecret != "" && h.Upstream != nil {
+		in.UpstreamVersion = h.Upstream.Get(ctx, ns.Name, h.Policy.UpstreamSecret)
+	}
+	if h.Policy.Trust != nil && h.TrustBundle != nil && ns.Labels[discovery.InjectLabel] == discovery.InjectEnabled {
+		b, err := h.TrustBundle(ctx, ns.Name)
+		if err != nil {
+			return nil, in, err
+		}
+		in.TrustBundle = b
+	}
 	return &pod, in, nil
 }
 

@@ -20,8 +20,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/drift"
+	"egret.io/egret/internal/stamp"
 	"egret.io/egret/internal/testutil/kubetest"
 )
 
@@ -236,7 +239,7 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 			t.Fatalf("no native sidecar: %+v", p.Spec.InitContainers)
 		}
 		sc := p.Spec.InitContainers[0]
-		if sc.ReadinessProbe == nil || sc.StartupProbe == nil || *sc.SecurityContext.RunAsUser != ProxyUID || sc.Resources.Requests.Cpu().IsZero() {
+		if sc.ReadinessProbe == nil || sc.StartupProbe == nil || *sc.SecurityContext.RunAsUser != DefaultSidecarUID || sc.Resources.Requests.Cpu().IsZero() {
 			t.Errorf("sidecar lacks probes, user or resources: %+v", sc)
 		}
 		if v, _ := env(p.Spec.Containers[0], "HTTP_PROXY"); v != "http://127.0.0.1:3128" {
@@ -253,8 +256,36 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 			t.Fatalf("init containers: %+v", p.Spec.InitContainers)
 		}
 		args := strings.Join(p.Spec.InitContainers[0].Args, " ")
-		if !strings.Contains(args, "iptables apply --proxy-uid 1337 --redirect-port 15001 --exclude-cidrs 10.96.0.0/16,") {
+		if !strings.Contains(args, "iptables apply --proxy-uid 15337 --redirect-port 15001 --exclude-cidrs 10.96.0.0/16,") {
 			t.Errorf("iptables args: %s", args)
+		}
+	})
+
+	// Beside a mesh (issue 24, item 4): Istio's injection label on the
+	// namespace refuses transparent mode unless the pod (or namespace)
+	// chooses exclude; then the mesh proxy's UID and ports go direct.
+	t.Run("transparent-beside-istio", func(t *testing.T) {
+		meshed := c.Namespace(t, "meshed", map[string]string{"egret-test": pid, discovery.InjectLabel: discovery.InjectEnabled, "istio-injection": "enabled"})
+		var err error
+		for range 50 { // the webhook reads namespaces from its cache
+			if _, _, err = create(t, mk(meshed, fmt.Sprintf("t-%d", time.Now().UnixNano()), map[string]string{ModeAnnotation: "transparent"})); err != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err == nil || !strings.Contains(err.Error(), "transparent mode refused: the pod has an Istio sidecar (namespace label istio-injection=enabled)") {
+			t.Fatalf("create: %v", err)
+		}
+		p, _, err := create(t, mk(meshed, "excluded", map[string]string{ModeAnnotation: "transparent", MeshAnnotation: "exclude"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Join(p.Spec.InitContainers[0].Args, " ")
+		if !strings.Contains(args, "--proxy-uid 15337 --redirect-port 15401 --exclude-uids 1337 --exclude-ports 15000-15090 --exclude-cidrs ") {
+			t.Errorf("iptables args: %s", args)
+		}
+		if st, err := stamp.Parse(p.Annotations[stamp.Annotation]); err != nil || st.Mesh != "istio/exclude" {
+			t.Errorf("stamp %+v %v", st, err)
 		}
 	})
 
@@ -350,6 +381,50 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 			t.Errorf("configmap %s/%s: %v", on, discovery.ConfigMapName, err)
 		}
 	})
+	// Issue 24, item 1: the leader's drift report holds the pods injected
+	// above as fresh; a Node joining changes the cluster NO_PROXY, and they
+	// become stale on part noproxy.
+	t.Run("drift-report-follows-no-proxy", func(t *testing.T) {
+		staleIn := func(r *drift.Report) (n int) {
+			for _, p := range r.Pods {
+				if p.Namespace == on && slices.Contains(p.Parts, stamp.PartNoProxy) {
+					n++
+				}
+			}
+			return n
+		}
+		waitReport := func(what string, cond func(*drift.Report) bool) *drift.Report {
+			var r *drift.Report
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+				var err error
+				r, err = drift.ReadReport(ctx, directReader(t, c), sys)
+				return err == nil && cond(r), nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %v (last %+v)", what, err, r)
+			}
+			return r
+		}
+		waitReport("a report with this test's pods fresh", func(r *drift.Report) bool { return r.InjectedPods > 0 && staleIn(r) == 0 })
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "wh-node-9-" + pid}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.9.0/24"}}}
+		if _, err := c.Clientset.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Clientset.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
+		r := waitReport("this test's pods stale on noproxy", func(r *drift.Report) bool { return staleIn(r) > 0 })
+		if r.ByPart[stamp.PartNoProxy] < staleIn(r) || r.Restarts.Mode != drift.ModeOn {
+			t.Errorf("report %+v", r)
+		}
+	})
+}
+
+func directReader(t *testing.T, c *kubetest.Cluster) client.Reader {
+	t.Helper()
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 // TestAdmissionSurvivesLostLease runs the webhook with leader election, takes

@@ -11,6 +11,7 @@ import (
 
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/noproxy"
+	"egret.io/egret/internal/stamp"
 )
 
 // Input is what Mutate and Validate know besides the pod.
@@ -26,6 +27,14 @@ type Input struct {
 	// Trust is the CA bundle egret last published; nil before it is built
 	// (Mutate then injects no CA, with a warning).
 	Trust *TrustState
+	// UpstreamVersion is the version of the policy's upstream Secret in the
+	// pod's namespace (UpstreamVersions.Get), recorded in the stamp of a
+	// pod whose sidecar reads it.
+	UpstreamVersion string
+	// TrustBundle is the TrustConfigMapName ConfigMap in the pod's
+	// namespace as it is now; nil when there is none. Mutate mounts it
+	// only when it is egret's and holds exactly Trust's bundle.
+	TrustBundle *TrustBundle
 }
 
 // MutateResult is the outcome of Mutate.
@@ -153,6 +162,17 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 			return out
 		}
 	}
+	sc, meshNote, denied := sidecarFor(pod, in, mode)
+	if denied != "" {
+		out.Denied = denied
+		return out
+	}
+	if mode == Transparent {
+		if names := runsAs(pod, sc.uid); len(names) > 0 {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("egret: container %s runs as UID %d, egret's sidecar's: egret's rules let its traffic through unproxied. Run it as another UID, or set %s",
+				strings.Join(names, ", "), sc.uid, SidecarUIDAnnotation))
+		}
+	}
 	out.Mode = mode
 
 	nsAdds, err := discovery.NamespaceAdditions(in.Namespace)
@@ -174,8 +194,11 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		injectEnv(&spec.Containers[i], want, w)
 	}
 	if mode != Gateway {
+		if sc.mesh != nil {
+			dropStaleSidecars(spec, p)
+		}
 		had := slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == SidecarName })
-		addSidecars(spec, mode, p, noProxy)
+		addSidecars(spec, mode, p, noProxy, sc)
 		if !had {
 			if why := customizeSidecar(out.Pod, p); why != "" {
 				return MutateResult{Pod: pod.DeepCopy(), Denied: why}
@@ -188,9 +211,92 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 		}
 		out.Pod.Annotations[InjectedAnnotation] = mode.String()
 	}
-	injectTrust(&out, in, w)
+	if out.Pod.Labels[stamp.Label] != mode.String() {
+		if out.Pod.Labels == nil {
+			out.Pod.Labels = map[string]string{}
+		}
+		out.Pod.Labels[stamp.Label] = mode.String()
+	}
+	st := stamp.Stamp{Mode: mode.String(), NoProxy: stamp.Hash(noProxy.Value()), Proxy: proxyURL}
+	if mode != Gateway {
+		st.Image, st.ProxyUID, st.Mesh = p.Image, stamp.UID(sc.uid), meshNote
+		if p.UpstreamSecret != "" {
+			st.Upstream = &stamp.Upstream{Secret: p.UpstreamSecret, Version: in.UpstreamVersion}
+		}
+	}
+	if mode == Transparent {
+		st.IptablesImage = p.IptablesImage
+	}
+	st.Trust = injectTrust(&out, in, w)
+	if out.Denied != "" {
+		out.Pod, out.Mode = pod.DeepCopy(), 0
+		return out
+	}
+	out.Pod.Annotations[stamp.Annotation] = st.Encode()
 	out.Warnings = append(out.Warnings, w.list()...)
 	return out
+}
+
+// sidecarFor decides the UID and transparent port of egret's sidecar in
+// pod, beside a service mesh if there is one. It returns the stamp's mesh
+// note ("istio/exclude"), and why the pod must be refused, if it must.
+// Warnings for the pod go to out.
+func sidecarFor(pod *corev1.Pod, in Input, mode Mode) (sidecarSpec, string, string) {
+	sc := sidecarSpec{transparentPort: SidecarTransparentPort}
+	if mode == Gateway {
+		return sc, "", ""
+	}
+	uid, err := sidecarUID(pod, in.Policy)
+	if err != nil {
+		return sc, "", fmt.Sprintf("egret: annotation %s: %v", SidecarUIDAnnotation, err)
+	}
+	sc.uid = uid
+	m := DetectMesh(pod, in.Namespace)
+	if m == nil {
+		return sc, "", ""
+	}
+	if mode == Sidecar {
+		// egret's variables beside the mesh: no rules of egret's. The mesh
+		// captures egret's own connections unless egret runs as its proxy.
+		if uid == m.ProxyUID {
+			return sc, "", fmt.Sprintf("egret: the sidecar's UID %d is %s's proxy UID (%s): the mesh would let egret's traffic bypass it. Set %s or --sidecar-uid to another UID",
+				uid, m.Name, m.Why, SidecarUIDAnnotation)
+		}
+		return sc, m.Name + "/beside", ""
+	}
+	action, err := meshAction(pod, in.Namespace, in.Policy)
+	if err != nil {
+		return sc, "", fmt.Sprintf("egret: annotation %s: %v", MeshAnnotation, err)
+	}
+	alt := fmt.Sprintf("Use %s: sidecar (egret's variables beside the mesh; docs/mesh.md)", ModeAnnotation)
+	switch {
+	case m.Ambient:
+		return sc, "", fmt.Sprintf("egret: transparent mode refused: the pod is in Istio's ambient mesh (%s), whose ztunnel redirects the pod's traffic itself; two redirections in one network namespace capture each other. %s",
+			m.Why, alt)
+	case action == MeshRefuse:
+		return sc, "", fmt.Sprintf("egret: transparent mode refused: the pod has %s sidecar (%s), and two transparent proxies in one pod capture each other's traffic. %s, "+
+			"or %s: exclude to let %s's proxy (UID %d, ports %s) through egret's rules (--mesh sets the default)",
+			m.article(), m.Why, alt, MeshAnnotation, m.Name, m.ProxyUID, m.Ports)
+	case uid == m.ProxyUID:
+		return sc, "", fmt.Sprintf("egret: transparent mode refused: the sidecar's UID %d is %s's proxy UID (%s); set %s or --sidecar-uid to another UID",
+			uid, m.Name, m.Why, SidecarUIDAnnotation)
+	}
+	sc.mesh, sc.transparentPort = m, MeshTransparentPort
+	return sc, m.Name + "/" + action.String(), ""
+}
+
+// dropStaleSidecars removes egret's own containers (its images) that were
+// added before a mesh was seen — the mesh's webhook ran after egret's and
+// egret is invoked again — so they are added again with the mesh's
+// exclusions. Containers of those names that are not egret's are kept.
+func dropStaleSidecars(spec *corev1.PodSpec, p *Policy) {
+	i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == IptablesName })
+	if i < 0 || spec.InitContainers[i].Image != p.IptablesImage || slices.Contains(spec.InitContainers[i].Args, "--exclude-uids") {
+		return
+	}
+	spec.InitContainers = slices.DeleteFunc(spec.InitContainers, func(c corev1.Container) bool {
+		return (c.Name == IptablesName && c.Image == p.IptablesImage) || (c.Name == SidecarName && c.Image == p.Image)
+	})
 }
 
 // envWant is one variable egret sets.

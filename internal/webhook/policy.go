@@ -38,7 +38,6 @@ const (
 	SidecarProxyPort       = 3128
 	SidecarAdminPort       = 9901
 	SidecarTransparentPort = 15001
-	ProxyUID               = 1337
 )
 
 // Mode is how a pod reaches the proxy.
@@ -154,6 +153,14 @@ type Config struct {
 	SidecarResources SidecarResources
 	// ImagePullSecrets are added to the pods egret gives a sidecar.
 	ImagePullSecrets []string
+	// SidecarUID is the UID of the injected sidecar, which the iptables
+	// rules let through; 0 means DefaultSidecarUID (not istio-proxy's
+	// 1337). Pods override it with SidecarUIDAnnotation.
+	SidecarUID int64
+	// Mesh is what transparent mode does in a pod with an Istio or Linkerd
+	// proxy: "refuse" (default) or "exclude" (mesh.go); pods and
+	// namespaces override it with MeshAnnotation.
+	Mesh string
 }
 
 // Policy is a validated Config. It is immutable; build a new one to change it.
@@ -172,6 +179,8 @@ type Policy struct {
 	// SidecarResources holds the flags' quantities by resourceSettings index.
 	SidecarResources map[int]resource.Quantity
 	ImagePullSecrets []string
+	SidecarUID       int64
+	Mesh             MeshAction
 }
 
 // Compile validates c into a Policy. ownNamespace is always excluded, and so
@@ -246,6 +255,19 @@ func (c Config) Compile(ownNamespace string) (*Policy, error) {
 	}
 	if p.Mode != Gateway && p.Image == "" {
 		errs = append(errs, fmt.Errorf("%s mode needs --image (the egret image for the sidecar)", p.Mode))
+	}
+	p.SidecarUID = DefaultSidecarUID
+	if c.SidecarUID != 0 {
+		if p.SidecarUID, err = parseUID(strconv.FormatInt(c.SidecarUID, 10)); err != nil {
+			errs = append(errs, fmt.Errorf("--sidecar-uid: %w", err))
+		}
+	}
+	mesh := c.Mesh
+	if mesh == "" {
+		mesh = "refuse"
+	}
+	if p.Mesh, err = ParseMeshAction(mesh); err != nil {
+		errs = append(errs, fmt.Errorf("--mesh: %w", err))
 	}
 	return p, errors.Join(errs...)
 }

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,10 +22,13 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"egret.io/egret/internal/discovery"
+	"egret.io/egret/internal/drift"
+	"egret.io/egret/internal/metrics"
 )
 
 // Options configure Run.
@@ -61,6 +66,12 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Ready, if set, is called once the server serves and discovery ran.
 	Ready func()
+	// StaleRestart is the drift controller's restart mode: on (the
+	// default: restart the stale workloads that opted in), dry-run or off.
+	StaleRestart string
+	// DriftInterval is how often the leader compares the injected pods
+	// (0: drift.DefaultInterval).
+	DriftInterval time.Duration
 }
 
 // Run serves the admission webhook and runs NO_PROXY discovery until ctx ends.
@@ -129,7 +140,7 @@ func Run(ctx context.Context, o Options) error {
 	// The manager adds its webhook server as a runnable only when asked for
 	// it: take it from the manager, never from our own variable.
 	server := mgr.GetWebhookServer()
-	disc := &discovery.Controller{Options: o.Discovery, OwnNamespace: o.Namespace}
+	disc := &discovery.Controller{Options: o.Discovery, OwnNamespace: o.Namespace, Kubelet: discovery.KubeletConfigzFrom(cs)}
 	var gate *leaderGate
 	if o.LeaderElection {
 		gate = &leaderGate{cs: cs, namespace: o.Namespace, name: LeaseName, onElected: disc.Resync,
@@ -147,13 +158,34 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient()}
+	wm := metrics.WebhookOn(ctrlmetrics.Registry)
+	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient(), Upstream: &UpstreamVersions{API: mgr.GetAPIReader()}}
 	if policy.Trust != nil {
-		tc := &TrustController{Policy: policy.Trust}
+		bundles, err := NewTrustBundles(mgr)
+		if err != nil {
+			return err
+		}
+		tc := &TrustController{Policy: policy.Trust, Bundles: bundles, Metrics: wm}
 		if err := tc.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		h.Trust = tc.Current
+		h.Trust, h.TrustBundle = tc.Current, bundles.Get
+	}
+	dc := &drift.Controller{Namespace: o.Namespace, Identity: identity(), Expect: h.Expect, Mode: o.StaleRestart,
+		Metrics: wm, Interval: o.DriftInterval}
+	if gate != nil {
+		dc.Leader = gate.Leading
+		gate.onElected = func() { disc.Resync(); dc.Resync() }
+	}
+	// A new cluster NO_PROXY makes pods stale at once: compare now.
+	disc.OnChange = func(*discovery.Result) { dc.Resync() }
+	if err := dc.SetupWithManager(mgr); err != nil {
+		if o.StaleRestart != "" && !slices.Contains([]string{drift.ModeOn, drift.ModeDryRun, drift.ModeOff}, o.StaleRestart) {
+			return err
+		}
+		ctrl.Log.Error(err, "the drift report and restarts are off")
+	} else {
+		ctrl.Log.Info("drift report", "restarts", dc.Mode)
 	}
 	server.Register(MutatePath, h.Mutator())
 	server.Register(ValidatePath, h.Validator())
@@ -198,8 +230,7 @@ func (g *leaderGate) NeedLeaderElection() bool { return false }
 func (g *leaderGate) Leading() bool { return g.leading.Load() }
 
 func (g *leaderGate) Start(ctx context.Context) error {
-	host, _ := os.Hostname()
-	id := host + "_" + string(uuid.NewUUID())
+	id := identity()
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, g.namespace, g.name,
 		g.cs.CoreV1(), g.cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
 	if err != nil {
@@ -236,6 +267,12 @@ func (g *leaderGate) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// identity names this replica (its host name and a random suffix).
+var identity = sync.OnceValue(func() string {
+	host, _ := os.Hostname()
+	return host + "_" + string(uuid.NewUUID())
+})
 
 // readyNotifier calls fn once the webhook server is started and ready.
 type readyNotifier struct {

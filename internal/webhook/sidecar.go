@@ -49,19 +49,26 @@ func leadingInt(s string) int {
 	return n
 }
 
+// sidecarSpec is what Mutate decided for egret's containers in one pod.
+type sidecarSpec struct {
+	uid             int64 // the sidecar's UID, let through by the rules
+	transparentPort int   // the transparent listener's port
+	mesh            *Mesh // a mesh whose proxy's UID and ports go direct; nil: none
+}
+
 // addSidecars puts egret's containers first in initContainers (so user init
 // containers already have the proxy): the iptables init container
 // (transparent mode), then the native sidecar. Existing ones are kept.
-func addSidecars(spec *corev1.PodSpec, mode Mode, p *Policy, noProxy *discovery.Result) {
+func addSidecars(spec *corev1.PodSpec, mode Mode, p *Policy, noProxy *discovery.Result, sc sidecarSpec) {
 	var add []corev1.Container
 	has := func(name string) bool {
 		return slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == name })
 	}
 	if mode == Transparent && !has(IptablesName) {
-		add = append(add, iptablesContainer(p, excludeCIDRs(noProxy)))
+		add = append(add, iptablesContainer(p, excludeCIDRs(noProxy), sc))
 	}
 	if !has(SidecarName) {
-		c := sidecarContainer(p, mode, noProxy)
+		c := sidecarContainer(p, mode, noProxy, sc)
 		if p.GatewayToken && p.UpstreamSecret == "" && p.Gateway != nil {
 			addGatewayToken(spec, &c)
 		}
@@ -72,14 +79,14 @@ func addSidecars(spec *corev1.PodSpec, mode Mode, p *Policy, noProxy *discovery.
 	}
 }
 
-func sidecarContainer(p *Policy, mode Mode, noProxy *discovery.Result) corev1.Container {
+func sidecarContainer(p *Policy, mode Mode, noProxy *discovery.Result, sc sidecarSpec) corev1.Container {
 	args := []string{"proxy", "--role", "sidecar",
 		"--listen", "127.0.0.1:" + strconv.Itoa(SidecarProxyPort),
 		// The kubelet probes the pod IP, so the admin listener (health,
 		// readiness, metrics; no proxying) binds every address.
 		"--admin-listen", ":" + strconv.Itoa(SidecarAdminPort)}
 	if mode == Transparent {
-		args = append(args, "--transparent-listen", "127.0.0.1:"+strconv.Itoa(SidecarTransparentPort))
+		args = append(args, "--transparent-listen", "127.0.0.1:"+strconv.Itoa(sc.transparentPort))
 	}
 	probe := func(period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
@@ -106,8 +113,8 @@ func sidecarContainer(p *Policy, mode Mode, noProxy *discovery.Result) corev1.Co
 			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		},
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                ptr.To[int64](ProxyUID),
-			RunAsGroup:               ptr.To[int64](ProxyUID),
+			RunAsUser:                ptr.To(sc.uid),
+			RunAsGroup:               ptr.To(sc.uid),
 			RunAsNonRoot:             ptr.To(true),
 			ReadOnlyRootFilesystem:   ptr.To(true),
 			AllowPrivilegeEscalation: ptr.To(false),
@@ -133,10 +140,15 @@ func sidecarContainer(p *Policy, mode Mode, noProxy *discovery.Result) corev1.Co
 	return c
 }
 
-func iptablesContainer(p *Policy, exclude []string) corev1.Container {
+func iptablesContainer(p *Policy, exclude []string, sc sidecarSpec) corev1.Container {
 	args := []string{"iptables", "apply",
-		"--proxy-uid", strconv.Itoa(ProxyUID),
-		"--redirect-port", strconv.Itoa(SidecarTransparentPort)}
+		"--proxy-uid", strconv.FormatInt(sc.uid, 10),
+		"--redirect-port", strconv.Itoa(sc.transparentPort)}
+	if m := sc.mesh; m != nil {
+		// The mesh proxy's own connections, and connections to its ports
+		// (its listeners in this and other pods), are the mesh's.
+		args = append(args, "--exclude-uids", strconv.FormatInt(m.ProxyUID, 10), "--exclude-ports", m.Ports)
+	}
 	if len(exclude) > 0 {
 		args = append(args, "--exclude-cidrs", strings.Join(exclude, ","))
 	}

@@ -30,15 +30,9 @@ type ValidateResult struct {
 func Validate(pod *corev1.Pod, in Input) ValidateResult {
 	var out ValidateResult
 	p := in.Policy
-	level := p.Validation
-	if in.Namespace != nil {
-		if v, ok := in.Namespace.Annotations[ValidationAnnotation]; ok {
-			if l, err := ParseEnforcement(v); err == nil {
-				level = l
-			} else {
-				out.Warnings = append(out.Warnings, fmt.Sprintf("egret: namespace annotation %s: %v (using %s)", ValidationAnnotation, err, level))
-			}
-		}
+	level, warn := enforcement(in)
+	if warn != "" {
+		out.Warnings = append(out.Warnings, warn)
 	}
 	if level == Off || p.Excluded[podNamespace(pod, in.Namespace)] {
 		return out
@@ -75,6 +69,23 @@ func Validate(pod *corev1.Pod, in Input) ValidateResult {
 		out.Denied = "egret: pod refused (validation enforce):\n" + strings.Join(denied, "\n")
 	}
 	return out
+}
+
+// enforcement is the validation level for a pod in in.Namespace: the
+// namespace's ValidationAnnotation, else the policy's. A bad annotation
+// keeps the policy's, with a warning.
+func enforcement(in Input) (Enforcement, string) {
+	level := in.Policy.Validation
+	if in.Namespace != nil {
+		if v, ok := in.Namespace.Annotations[ValidationAnnotation]; ok {
+			l, err := ParseEnforcement(v)
+			if err != nil {
+				return level, fmt.Sprintf("egret: namespace annotation %s: %v (using %s)", ValidationAnnotation, err, level)
+			}
+			return l, ""
+		}
+	}
+	return level, ""
 }
 
 // injectedNoProxy returns the containers whose NO_PROXY is the one egret

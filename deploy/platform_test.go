@@ -141,6 +141,7 @@ webhook:
   extraVolumes: [{name: scratch, emptyDir: {}}]
   extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
 sidecar:
+  uid: 20000
   resources: {requests: {cpu: 50m, memory: 64Mi}, limits: {cpu: 500m, memory: 256Mi}}
 monitoring:
   enabled: true
@@ -236,7 +237,7 @@ func TestHelmPlatformValues(t *testing.T) {
 		"--mutating-config=corp-egret", "--validating-config=corp-egret", "--image-pull-secret=mirror-pull",
 		"--service-cidr=10.96.0.0/12", "--pod-cidr=10.0.0.0/8", "--pod-cidr=fd00:10::/56", "--cluster-domain=corp.local",
 		"--sidecar-cpu-request=50m", "--sidecar-memory-request=64Mi", "--sidecar-cpu-limit=500m", "--sidecar-memory-limit=256Mi",
-		"--cert-dir=/tls", "--gateway-token"} {
+		"--cert-dir=/tls", "--gateway-token", "--sidecar-uid=20000"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("webhook args %q lack %s", args, want)
 		}

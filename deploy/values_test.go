@@ -88,6 +88,7 @@ func TestValuesSchema(t *testing.T) {
 		"certManager: {issuerRef: {name: corp, kind: Issur}}",
 		"certManager: {duration: 90d}",
 		"securityContext: {runAsUser: 0}",
+		"sidecar: {uid: \"1337\"}",
 		"image: {digest: \"sha256:abc\"}",
 		"crds: {keep: \"false\"}",
 		"unknownTop: 1",

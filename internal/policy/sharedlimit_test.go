@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +25,34 @@ import (
 	"egret.io/egret/internal/ratelimit"
 	"egret.io/egret/internal/testutil"
 )
+
+// waitRedis waits until the Redis server at addr answers PING (+PONG).
+func waitRedis(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(time.Second))
+			_, err = c.Write([]byte("PING\r\n"))
+			buf := make([]byte, 7)
+			if err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+			c.Close()
+			if err == nil && string(buf) == "+PONG\r\n" {
+				return
+			}
+			if err == nil {
+				err = fmt.Errorf("answered %q", buf)
+			}
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("redis-server at %s not ready after 15s: %v", addr, last)
+}
 
 // freePort returns a loopback port nobody listens on (for a program that
 // takes its port as a setting).
@@ -80,6 +109,9 @@ func rateLimitService(t *testing.T) (string, *exec.Cmd) {
 	redisPort := freePort(t)
 	start(t, exec.Command(redis, "--port", strconv.Itoa(redisPort), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir))
+	// envoyproxy/ratelimit panics when Redis refuses its first connection:
+	// start it only once Redis answers PING.
+	waitRedis(t, "127.0.0.1:"+strconv.Itoa(redisPort))
 
 	cfg := filepath.Join(dir, "runtime", "rl", "config")
 	if err := os.MkdirAll(cfg, 0o755); err != nil {

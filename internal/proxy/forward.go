@@ -62,6 +62,7 @@ type exchange struct {
 	ev         event
 	st         *State
 	dest       route.Dest
+	pin        string // the approved address a member is asked for (admission.pin); "" for the name
 	scheme     string
 	idempotent bool
 
@@ -112,7 +113,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if e != nil {
 		return cc.fail(req, ev, e, false)
 	}
-	x.st, x.dest, x.breaker = a.st, a.dest, a.breaker
+	x.st, x.dest, x.breaker, x.pin = a.st, a.dest, a.breaker, a.pin
 	x.idempotent = http1.Idempotent(req)
 	if e := x.Prepare(req); e != nil {
 		return cc.fail(req, ev, e, false)
@@ -204,8 +205,9 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 // tryMember sends the request through m with cred, once (Pool.Do owns
 // the failover and the credential fallback). Through an http(s) member a
 // plain-HTTP request goes in absolute form with cred in
-// Proxy-Authorization; an https:// request, and any request through a
-// socks5 member, goes through a tunnel to the origin opened with cred. It
+// Proxy-Authorization; an https:// request, a request whose destination
+// is pinned to an approved address, and any request through a socks5
+// member, goes through a tunnel to the origin opened with cred. It
 // returns the member's status code (0 when it did not answer). A 407 is an
 // error; so is a refusal the member wrote itself (403 or 5xx with Squid's
 // X-Squid-Error) when failover may follow (mayRetry), which otherwise goes
@@ -222,8 +224,17 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *upstrea
 		client = x.cc
 	}
 	x.cred, x.hs = cred, nil
-	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 {
-		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest, client: client}, p, "")
+	// A pinned destination (admission.pin) is reached through a tunnel
+	// to the approved address, with the request in origin form inside:
+	// in absolute form the member would resolve the name itself (and an
+	// address in the request target would replace the Host the origin
+	// must see).
+	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 || x.pin != "" {
+		addr := x.ev.dest
+		if x.pin != "" {
+			addr = x.pin
+		}
+		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: addr, client: client}, p, "")
 	} else {
 		auth := ""
 		if client == nil {
@@ -271,6 +282,7 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 	pool := s.origins
 	head := http1.RequestHead{Scheme: x.scheme, Host: x.Req.URL.Host, Absolute: key.member != nil && key.scheme == "",
 		Via: s.via(x.Req.ProtoMajor, x.Req.ProtoMinor), Auth: auth}
+
 	for try := 0; ; try++ {
 		var oc *http1.Conn
 		if try == 0 {

@@ -87,6 +87,7 @@ type Compiled struct {
 	display     string // "EgressPolicy ns/name", "ClusterEgressPolicy default"
 	limit       ratelimit.Limit
 	sni         SNIMode
+	src         *EgressPolicy // what was compiled, for Engine.Recheck
 }
 
 // Selects reports whether the policy applies to a pod with labels l in
@@ -102,7 +103,14 @@ func (c *Compiled) Limit() ratelimit.Limit { return c.limit }
 // gateway (nil accepts any name). It always returns a Compiled: an invalid
 // policy compiles to one that denies everything (see Compiled.Err).
 func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
-	c := &Compiled{Namespace: p.Namespace, Name: p.Name, Cluster: cluster, Mode: Enforce, Generation: p.Generation, UID: string(p.UID), Reason: ReasonValid}
+	return compile(p, cluster, pools, nil)
+}
+
+// compile is Compile, with granted saying whether an EgressPolicy of a
+// namespace may name a pool (nil: every pool). The cluster default may
+// name any pool the gateway has.
+func compile(p *EgressPolicy, cluster bool, pools func(string) bool, granted func(pool, namespace string) bool) *Compiled {
+	c := &Compiled{src: p, Namespace: p.Namespace, Name: p.Name, Cluster: cluster, Mode: Enforce, Generation: p.Generation, UID: string(p.UID), Reason: ReasonValid}
 	if cluster {
 		c.Key, c.Namespace = KindClusterEgressPolicy+"/"+p.Name, ""
 	} else {
@@ -146,6 +154,11 @@ func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
 		if name != "" && pools != nil && !pools(name) {
 			bad("%s: pool %q does not exist in this gateway", what, name)
 			reason = ReasonUnknownPool
+		} else if name != "" && !cluster && granted != nil && !granted(name, p.Namespace) {
+			bad("%s: pool %q is not granted to namespace %q (the gateway's pools.%s.namespaces)", what, name, p.Namespace, name)
+			if reason == ReasonInvalid {
+				reason = ReasonPoolNotGranted
+			}
 		}
 	}
 	src := func(i int, r *Rule) string {

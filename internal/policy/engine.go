@@ -55,6 +55,11 @@ type Engine struct {
 	Tokens *identity.Tokens
 	// Pools reports whether the gateway has a pool; nil accepts any name.
 	Pools func(name string) bool
+	// Granted reports whether the EgressPolicies of a namespace may name
+	// a pool (the gateway's pools.<name>.namespaces); nil grants every
+	// pool. The cluster default may name any pool. After the grants
+	// change, call Recheck.
+	Granted func(pool, namespace string) bool
 	// Limiter enforces workloads' limits; nil means a ratelimit.Local.
 	Limiter Limiter
 	// Changed, when set, is called with each compiled policy after it was
@@ -105,7 +110,7 @@ func (f limiterFunc) Acquire(ctx context.Context, key string, l ratelimit.Limit)
 // spec) changes nothing.
 func (e *Engine) Set(p *EgressPolicy, cluster bool) *Compiled {
 	e.init()
-	c := Compile(p, cluster, e.Pools)
+	c := compile(p, cluster, e.Pools, e.Granted)
 	e.mu.Lock()
 	if old := e.policies[c.Key]; old != nil && old.UID == c.UID && old.Generation == c.Generation && c.Generation > 0 {
 		e.mu.Unlock()
@@ -142,10 +147,10 @@ func (e *Engine) Replace(ps, cps []*EgressPolicy) []*Compiled {
 	e.init()
 	out := make([]*Compiled, 0, len(ps)+len(cps))
 	for _, p := range ps {
-		out = append(out, Compile(p, false, e.Pools))
+		out = append(out, compile(p, false, e.Pools, e.Granted))
 	}
 	for _, p := range cps {
-		out = append(out, Compile(p, true, e.Pools))
+		out = append(out, compile(p, true, e.Pools, e.Granted))
 	}
 	e.mu.Lock()
 	e.policies = make(map[string]*Compiled, len(out))
@@ -160,6 +165,33 @@ func (e *Engine) Replace(ps, cps []*EgressPolicy) []*Compiled {
 		}
 	}
 	return out
+}
+
+// Recheck compiles every policy again, against the gateway's pools and
+// grants as they are now (after a configuration reload), and reports the
+// policies whose verdict on themselves changed (valid or not, and why)
+// through Changed.
+func (e *Engine) Recheck() {
+	e.init()
+	e.mu.Lock()
+	var changed []*Compiled
+	for k, old := range e.policies {
+		if old.src == nil {
+			continue
+		}
+		c := compile(old.src, old.Cluster, e.Pools, e.Granted)
+		if c.Reason != old.Reason || fmt.Sprint(c.Err) != fmt.Sprint(old.Err) {
+			changed = append(changed, c)
+		}
+		e.policies[k] = c
+	}
+	e.rebuild()
+	e.mu.Unlock()
+	if e.Changed != nil {
+		for _, c := range changed {
+			e.Changed(c)
+		}
+	}
 }
 
 // Policies returns the compiled policies, sorted by key.

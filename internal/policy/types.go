@@ -113,4 +113,7 @@ const (
 	ReasonInvalid     = "Invalid"
 	ReasonUnknownPool = "UnknownPool"
 	ReasonNotDefault  = "NotDefault"
+	// ReasonPoolNotGranted: an EgressPolicy names a pool the gateway does
+	// not grant to its namespace (pools.<name>.namespaces).
+	ReasonPoolNotGranted = "PoolNotGranted"
 )

@@ -18,6 +18,7 @@ import (
 	"egret.io/egret/internal/proxyauth"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/transport"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -182,7 +183,7 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	if p == nil {
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", x.ev.dec.Pool)}
 	}
-	again := func(err error) bool { return !x.Started() && (x.idempotent || notSent(err)) }
+	again := func(err error) bool { return !x.Started() && (x.idempotent || transport.IsNotSent(err)) }
 	var resp *http.Response
 	_, err := p.Do(x.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *upstream.Credential, more bool) (int, error) {
 		x.ev.member = m.Name
@@ -260,10 +261,11 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *upstrea
 			out.Upstream = m.Name
 			err = &upstream.Silence{Err: &out}
 		}
+		err = transport.Attempt(err)
 		return nil, refusalCode(err), err
 	}
 	if mayRetry && !x.Started() && memberWrote(resp) {
-		rerr := upstream.RefusalError(m.Name, resp)
+		rerr := transport.Attempt(upstream.RefusalError(m.Name, resp))
 		x.dropOrigin()
 		release()
 		return nil, resp.StatusCode, rerr
@@ -569,21 +571,6 @@ func memberWrote(resp *http.Response) bool {
 	return resp.Header.Get("X-Squid-Error") != ""
 }
 
-// notSent reports whether a failed attempt certainly did not reach the
-// origin: the member could not be reached or refused the request.
-func notSent(err error) bool {
-	var sil *upstream.Silence
-	if errors.As(err, &sil) {
-		return false // it took the request: it may have sent it on
-	}
-	var r *upstream.Refusal
-	if errors.As(err, &r) {
-		return r.Code == http.StatusProxyAuthRequired || r.Code == http.StatusForbidden || r.DestinationFault
-	}
-	// Only failures reaching the member name it.
-	return proxystatus.From(err).Upstream != ""
-}
-
 // prefixConn returns prefix before what it reads from Conn.
 type prefixConn struct {
 	net.Conn
@@ -599,17 +586,15 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// clientGoneDetail marks the errors of clientGone.
+// clientGoneDetail is the detail of clientGone's errors.
 const clientGoneDetail = "client went away"
 
-// clientGone wraps a failure on the client's side: it left, or writing to
-// it failed.
+// clientGone wraps a failure on the client's side (it left, or writing to
+// it failed) as the error logged for it: a transport.ClientGone, read with
+// isClientGone.
 func clientGone(err error) *proxystatus.Error {
-	return &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: clientGoneDetail, Err: err}
+	return &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: clientGoneDetail, Err: &transport.ClientGone{Err: err}}
 }
 
-// isClientGone reports whether err is a clientGone error.
-func isClientGone(err error) bool {
-	var pe *proxystatus.Error
-	return errors.As(err, &pe) && pe.Type == proxystatus.ConnectionTerminated && pe.Detail == clientGoneDetail
-}
+// isClientGone reports whether err is a failure on the client's side.
+func isClientGone(err error) bool { return transport.IsClientGone(err) }

@@ -86,16 +86,16 @@ func decider(ps []*Compiled) *Compiled {
 // table compiles the deny rules of ps and d's allow rules and default. No
 // policy: everything is allowed (the gateway's routes decide).
 func table(ps []*Compiled, d *Compiled) *route.Table {
-	var rules []route.Rule
+	ts := make([]*route.Table, 0, len(ps)+1)
 	for _, p := range ps {
-		rules = append(rules, p.denies...)
+		ts = append(ts, p.denyT)
 	}
 	def, pool := route.Direct, ""
 	if d != nil {
-		rules = append(rules, d.allows...)
+		ts = append(ts, d.allowT)
 		def, pool = d.def, d.defPool
 	}
-	t, err := route.New(rules, def, pool)
+	t, err := route.Join(def, pool, ts...)
 	if err != nil {
 		// Compile checked every rule; should a combination still fail,
 		// fail closed.

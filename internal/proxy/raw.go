@@ -178,7 +178,7 @@ func (s *Server) serveRaw(ln net.Listener, kind string, handle func(ctx context.
 	return s.accept(ln, kind, func(c net.Conn, slot func()) {
 		ev := &event{kind: kind, client: c.RemoteAddr().String(), start: time.Now()}
 		ev.release.add(slot) // released when the connection's event finishes
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(s.ctx)
 		if !s.raw.track(c, cancel) {
 			cancel()
 			c.Close()

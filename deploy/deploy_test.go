@@ -27,13 +27,14 @@ import (
 
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/lint"
+	"egret.io/egret/internal/netpol"
 	"egret.io/egret/internal/testutil/kubetest"
 	"egret.io/egret/internal/webhook"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 
-var kustomizations = []string{"base", "overlays/default", "overlays/monitoring", "overlays/cert-manager", "overlays/trust", "overlays/policy", "overlays/other-namespace", "app-namespace"}
+var kustomizations = []string{"base", "overlays/default", "overlays/monitoring", "overlays/cert-manager", "overlays/trust", "overlays/policy", "overlays/other-namespace"}
 
 // render runs kustomize (the Go API, as `kustomize build` does) on dir.
 func render(t *testing.T, dir string) ([]*unstructured.Unstructured, []byte) {
@@ -80,7 +81,7 @@ func TestRender(t *testing.T) {
 			}
 			_, y := render(t, dir)
 			for _, o := range objs {
-				if o.GetLabels()["app.kubernetes.io/part-of"] != "egret" && dir != "app-namespace" {
+				if o.GetLabels()["app.kubernetes.io/part-of"] != "egret" {
 					t.Errorf("%s/%s lacks the part-of label", o.GetKind(), o.GetName())
 				}
 			}
@@ -175,12 +176,11 @@ func TestGatewayManifest(t *testing.T) {
 }
 
 // TestManifestsPassLint runs `egret lint`'s rules (the gateway set rules and
-// the pod rules) on the rendered default install plus the app-namespace
-// NetworkPolicy: egret's own manifests must be clean.
+// the pod rules) on the rendered default install: egret's own manifests
+// must be clean.
 func TestManifestsPassLint(t *testing.T) {
 	_, y1 := render(t, "overlays/default")
-	_, y2 := render(t, "app-namespace")
-	objs, err := lint.Read("deploy.yaml", append(append(y1, []byte("---\n")...), y2...))
+	objs, err := lint.Read("deploy.yaml", y1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,9 +339,6 @@ func TestApplyToAPIServer(t *testing.T) {
 		t.Run(strings.ReplaceAll(dir, "/", "-")+"-dry-run", func(t *testing.T) { applyAll(t, c, objs, "", true) })
 		t.Run(strings.ReplaceAll(dir, "/", "-"), func(t *testing.T) { applyAll(t, c, objs, "", false) })
 	}
-	app := kc.Namespace(t, "app", nil)
-	objs, _ := render(t, "app-namespace")
-	t.Run("app-namespace", func(t *testing.T) { applyAll(t, c, objs, app, false) })
 	var got corev1.ServiceAccount
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "egret-system", Name: "egret-webhook"}, &got); err != nil {
 		t.Errorf("applied objects not there: %v", err)
@@ -366,7 +363,7 @@ func webhookWithRBAC(t *testing.T, kc *kubetest.Cluster) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	app := kc.Namespace(t, "rbac-app", map[string]string{discovery.InjectLabel: discovery.InjectEnabled})
+	app := kc.Namespace(t, "rbac-app", map[string]string{discovery.InjectLabel: discovery.InjectEnabled, netpol.Label: netpol.Enabled})
 	// The API server's RBAC cache takes a moment to see the applied Role.
 	imp, err := client.New(cfg, client.Options{})
 	if err != nil {
@@ -409,6 +406,13 @@ func webhookWithRBAC(t *testing.T, kc *kubetest.Cluster) {
 	})
 	if err != nil {
 		t.Errorf("ConfigMap not written under the webhook's RBAC: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		np, err := cs.NetworkingV1().NetworkPolicies(app).Get(ctx, netpol.Name, metav1.GetOptions{})
+		return err == nil && strings.Contains(np.Annotations[netpol.SourcesAnnotation], kubetest.ServiceCIDR), nil
+	})
+	if err != nil {
+		t.Errorf("egress NetworkPolicy not written under the webhook's RBAC: %v", err)
 	}
 	mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "egret", metav1.GetOptions{})
 	if err != nil || len(mwc.Webhooks) != 2 || len(mwc.Webhooks[0].ClientConfig.CABundle) == 0 || len(mwc.Webhooks[1].ClientConfig.CABundle) == 0 {

@@ -104,3 +104,26 @@ func check(t *testing.T, where string, typ reflect.Type, schema map[string]any) 
 		check(t, where+"."+name, f.Type, sub)
 	}
 }
+
+// TestPolicyCRDLimits: the CRDs' schema has the gateway's per-rule and
+// per-policy limits (internal/policy, docs/policy.md "Limits"), so the API
+// server refuses what the gateway would.
+func TestPolicyCRDLimits(t *testing.T) {
+	objs, _ := render(t, "overlays/policy")
+	for _, name := range []string{"egresspolicies.egret.io", "clusteregresspolicies.egret.io"} {
+		crd := find(objs, "CustomResourceDefinition", name)
+		if crd == nil {
+			t.Fatalf("no CRD %s", name)
+		}
+		vs, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		egress, _, _ := unstructured.NestedMap(vs[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", "egress")
+		if got, _, _ := unstructured.NestedInt64(egress, "maxItems"); got != policy.MaxRules {
+			t.Errorf("%s: egress maxItems %d, want %d", name, got, policy.MaxRules)
+		}
+		for field, want := range map[string]int64{"hosts": policy.MaxEntries, "suffixes": policy.MaxEntries, "cidrs": policy.MaxEntries, "ports": policy.MaxPorts} {
+			if got, _, _ := unstructured.NestedInt64(egress, "items", "properties", field, "maxItems"); got != want {
+				t.Errorf("%s: egress[].%s maxItems %d, want %d", name, field, got, want)
+			}
+		}
+	}
+}

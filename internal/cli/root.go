@@ -129,6 +129,7 @@ func NewRoot() *cobra.Command {
 		newNodeCmd(),
 		newPolicyCmd(),
 		newPodsCmd(),
+		newRenderCmd(),
 		newStatusCmd(),
 		newVersionCmd(),
 	)

@@ -9,6 +9,7 @@ import (
 
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/logging"
+	"egret.io/egret/internal/netpol"
 	"egret.io/egret/internal/webhook"
 )
 
@@ -96,6 +97,8 @@ Validation (--validation): off, warn (admission warnings), enforce (deny errors)
 	f.StringVar(&pc.Validation, "validation", "warn", "validation: off, warn or enforce")
 	f.Int64Var(&pc.SidecarUID, "sidecar-uid", webhook.DefaultSidecarUID, "UID of the injected sidecar, let through by the iptables rules (not istio-proxy's 1337); per pod: annotation "+webhook.SidecarUIDAnnotation)
 	f.StringVar(&o.StaleRestart, "stale-restart", "on", "restarts of workloads whose pods are stale (annotation egret.io/restart-stale on the workload or namespace opts in): on, dry-run (report only) or off")
+	f.StringVar(&o.EgressPolicy.DNSService, "dns-service", "kube-system/kube-dns", "the cluster DNS Service (NAMESPACE/NAME) the generated egress NetworkPolicies allow (namespaces labelled "+netpol.Label+"="+netpol.Enabled+")")
+	f.StringVar(&o.EgressPolicy.GatewayService, "gateway-service", "egret-gateway", "the egress gateway's Service ([NAMESPACE/]NAME, default namespace --namespace) the generated egress NetworkPolicies allow, on its port named proxy")
 	f.StringVar(&pc.Mesh, "mesh", "refuse", "transparent mode in a pod with an Istio or Linkerd proxy: refuse, or exclude (the mesh proxy's UID and ports go direct); per pod or namespace: annotation "+webhook.MeshAnnotation)
 	f.StringVar(&pc.Fallback, "sidecar-fallback", "gateway", "without native sidecars: gateway (use the gateway, warn) or refuse (deny)")
 	f.StringSliceVar(&pc.ExcludedNamespaces, "exclude-namespace", nil, "namespaces never injected or validated (own namespace and kube-system always are)")

@@ -131,6 +131,20 @@ type Pool struct {
 	RootCAs    *x509.CertPool
 	CAFile     string
 	ServerName string
+	// Namespaces may name the pool in their EgressPolicies ("*": all);
+	// see PoolSpec.Namespaces.
+	Namespaces []string
+}
+
+// Grants reports whether an EgressPolicy of namespace ns may name the
+// pool.
+func (p Pool) Grants(ns string) bool {
+	for _, n := range p.Namespaces {
+		if n == "*" || n == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // Credentials locates the upstream credential files.

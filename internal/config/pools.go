@@ -200,6 +200,14 @@ func (l *loader) poolOptions(f *File, p *Proxy, static map[string][]upstream.Mem
 				bad(fmt.Errorf("%s.tls.ca_file %s: no PEM certificate in it", where, o.CAFile))
 			}
 		}
+		for _, n := range ps.Namespaces {
+			n = strings.TrimSpace(n)
+			if n != "*" && !namespaceName(n) {
+				bad(fmt.Errorf("%s.namespaces: %q is not a namespace name (or \"*\" for every namespace)", where, n))
+				continue
+			}
+			o.Namespaces = append(o.Namespaces, n)
+		}
 		o.MembersFile = strings.TrimSpace(ps.MembersFile)
 		if isDef && envFile != "" {
 			o.MembersFile = strings.TrimSpace(envFile)
@@ -325,4 +333,18 @@ func (l *loader) limits(f *File, p *Proxy, bad func(error)) {
 	b.Failures = l.integer("EGRET_BREAKER_FAILURES", fl.Breaker.Failures, "config limits.breaker.failures", bad)
 	b.OpenFor = l.duration("EGRET_BREAKER_OPEN_FOR", fl.Breaker.OpenFor, "config limits.breaker.open_for", 0, false, bad)
 	b.MaxOpenFor = l.duration("", fl.Breaker.MaxOpenFor, "config limits.breaker.max_open_for", 0, false, bad)
+}
+
+// namespaceName reports whether s is a Kubernetes namespace name (an
+// RFC 1123 label).
+func namespaceName(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }

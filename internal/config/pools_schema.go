@@ -26,6 +26,12 @@ type PoolSpec struct {
 	Probe ProbeSpec `json:"probe,omitempty"`
 	// TLS configures https:// members.
 	TLS TLSSpec `json:"tls,omitempty"`
+	// Namespaces are the namespaces whose EgressPolicies may name this
+	// pool (per-workload egress); "*" is every namespace. None: no
+	// EgressPolicy may (the ClusterEgressPolicy default and the gateway's
+	// routes always may). The pool carries an upstream and its
+	// credentials, so the grant is the gateway operator's, beside them.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // MemberSpec is one member: a string "URL [weight=N] [backup]

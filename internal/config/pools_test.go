@@ -177,3 +177,35 @@ routes:
 		}
 	}
 }
+
+// TestPoolNamespaces: pools.<name>.namespaces, the namespaces whose
+// EgressPolicies may name the pool (docs/policy.md, "Who may set what").
+func TestPoolNamespaces(t *testing.T) {
+	p, err := loadWith(t, nil, `
+pools:
+  critical: {members: ["http://a:3128"], namespaces: [shop, payments]}
+  shared: {members: ["http://b:3128"], namespaces: ["*"]}
+  private: {members: ["http://c:3128"]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool, ns string
+		want     bool
+	}{
+		{"critical", "shop", true}, {"critical", "payments", true}, {"critical", "other", false},
+		{"shared", "other", true}, {"private", "shop", false}, {"missing", "shop", false},
+	} {
+		if got := p.Pools[tc.pool].Grants(tc.ns); got != tc.want {
+			t.Errorf("pool %s grants %s: %v, want %v", tc.pool, tc.ns, got, tc.want)
+		}
+	}
+	_, err = loadWith(t, nil, `
+pools:
+  critical: {members: ["http://a:3128"], namespaces: [Shop]}
+`)
+	if err == nil || !strings.Contains(err.Error(), `pools.critical.namespaces: "Shop" is not a namespace name`) {
+		t.Errorf("bad namespace: %v", err)
+	}
+}

@@ -29,6 +29,7 @@ var rules = []Rule{
 	ruleConfigFileProxy,
 	ruleContainerdMirror,
 	ruleCurlUpper,
+	ruleEgressPolicyCoverage,
 	ruleGatewayAntiAffinity,
 	ruleGatewayNetworkPolicy,
 	ruleGatewayPDB,

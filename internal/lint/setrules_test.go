@@ -97,8 +97,11 @@ spec:
 		{name: "app-via-cluster-ip", in: gw("3", spread) + gwPDB + app("10.96.7.7"), want: []string{idGatewayNetworkPolicy}},
 		{name: "short-name-from-other-namespace-is-not-the-gateway", in: gw("3", spread) + gwPDB + app("gw")},
 		{name: "policy-allowing-everything", in: gw("3", spread) + gwPDB + app("gw.egress") + policyYAML("  - to: [{ipBlock: {cidr: 0.0.0.0/0}}]\n"),
-			want: []string{idGatewayNetworkPolicy}, wantIn: "allows egress to any address"},
-		{name: "policy-confines", in: gw("3", spread) + gwPDB + app("gw.egress.svc") + policyYAML("  - ports: [{port: 53, protocol: UDP}]\n  - to: [{ipBlock: {cidr: 10.0.0.0/8}}]\n")},
+			want: []string{idEgressPolicyCoverage, idGatewayNetworkPolicy}, wantIn: "allows egress to any address"},
+		{name: "policy-confines", in: gw("3", spread) + gwPDB + app("gw.egress.svc") + policyYAML("  - ports: [{port: 53, protocol: UDP}]\n  - to: [{ipBlock: {cidr: 10.0.0.0/8}}]\n"),
+			// DNS to any address: confined for gateway-network-policy, but public DNS is open.
+			want: []string{idEgressPolicyCoverage}, wantIn: "allows outside DNS 8.8.8.8 UDP/53"},
+		{name: "policy-exact", in: gw("3", spread) + gwPDB + app("gw.egress.svc") + policyYAML("  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, podSelector: {matchLabels: {k8s-app: kube-dns}}}]\n    ports: [{port: 53, protocol: UDP}, {port: 53, protocol: TCP}]\n  - to: [{namespaceSelector: {}}, {ipBlock: {cidr: 10.0.0.0/8}}]\n")},
 		{name: "policy-in-other-namespace-does-not-count", in: gw("3", spread) + gwPDB + app("gw.egress.svc") + strings.Replace(policyYAML("  - to: [{ipBlock: {cidr: 10.0.0.0/8}}]\n"), "namespace: team", "namespace: other", 1),
 			want: []string{idGatewayNetworkPolicy}},
 	} {

@@ -87,7 +87,17 @@ type Compiled struct {
 	display     string // "EgressPolicy ns/name", "ClusterEgressPolicy default"
 	limit       ratelimit.Limit
 	sni         SNIMode
+	src         *EgressPolicy // what was compiled, for Engine.Recheck
+	// denyT and allowT are denies and allows compiled once: every
+	// combination of policies shares them (route.Join).
+	denyT, allowT *route.Table
+	size          int // Size
+	created       time.Time
 }
+
+// Size is the policy's size as the gateway's limits count it: the bytes
+// of its hosts, suffixes and CIDRs as written, and 64 bytes per rule.
+func (c *Compiled) Size() int { return c.size }
 
 // Selects reports whether the policy applies to a pod with labels l in
 // its namespace.
@@ -102,7 +112,14 @@ func (c *Compiled) Limit() ratelimit.Limit { return c.limit }
 // gateway (nil accepts any name). It always returns a Compiled: an invalid
 // policy compiles to one that denies everything (see Compiled.Err).
 func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
-	c := &Compiled{Namespace: p.Namespace, Name: p.Name, Cluster: cluster, Mode: Enforce, Generation: p.Generation, UID: string(p.UID), Reason: ReasonValid}
+	return compile(p, cluster, pools, nil)
+}
+
+// compile is Compile, with granted saying whether an EgressPolicy of a
+// namespace may name a pool (nil: every pool). The cluster default may
+// name any pool the gateway has.
+func compile(p *EgressPolicy, cluster bool, pools func(string) bool, granted func(pool, namespace string) bool) *Compiled {
+	c := &Compiled{src: p, created: p.CreationTimestamp.Time, Namespace: p.Namespace, Name: p.Name, Cluster: cluster, Mode: Enforce, Generation: p.Generation, UID: string(p.UID), Reason: ReasonValid}
 	if cluster {
 		c.Key, c.Namespace = KindClusterEgressPolicy+"/"+p.Name, ""
 	} else {
@@ -146,6 +163,11 @@ func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
 		if name != "" && pools != nil && !pools(name) {
 			bad("%s: pool %q does not exist in this gateway", what, name)
 			reason = ReasonUnknownPool
+		} else if name != "" && !cluster && granted != nil && !granted(name, p.Namespace) {
+			bad("%s: pool %q is not granted to namespace %q (the gateway's pools.%s.namespaces)", what, name, p.Namespace, name)
+			if reason == ReasonInvalid {
+				reason = ReasonPoolNotGranted
+			}
 		}
 	}
 	src := func(i int, r *Rule) string {
@@ -218,6 +240,22 @@ func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
 	default:
 		bad("sni %q: want off, report or enforce", s.SNI)
 	}
+	c.size = specSize(s)
+	if err := checkLimits(s, c.size); err != nil && len(errs) == 0 {
+		errs, reason = append(errs, err), ReasonLimitExceeded
+	}
+	if why, ok := strings.CutPrefix(s.Mode, heldBackMode); ok {
+		errs, reason = []error{errors.New(why)}, ReasonLimitExceeded
+	}
+	if len(errs) == 0 {
+		var err error
+		if c.denyT, err = route.New(c.denies, route.Deny, ""); err == nil {
+			c.allowT, err = route.New(c.allows, route.Deny, "")
+		}
+		if err != nil {
+			bad("%v", err)
+		}
+	}
 	if len(errs) > 0 {
 		c.invalidate(errors.Join(errs...), reason)
 	}
@@ -233,6 +271,8 @@ func (c *Compiled) invalidate(err error, reason string) {
 	c.denies = []route.Rule{{Match: route.Match{Any: true}, Action: route.Deny,
 		Source: c.display + " (invalid: see its status)"}}
 	c.allows, c.def, c.defPool, c.limit, c.sni = nil, route.Deny, "", ratelimit.Limit{}, SNIOff
+	c.denyT, _ = route.New(c.denies, route.Deny, "")
+	c.allowT, _ = route.New(nil, route.Deny, "")
 }
 
 func kindOf(cluster bool) string {
@@ -286,4 +326,49 @@ func compileMatch(r *Rule) (route.Match, error) {
 		errs = append(errs, errors.New(`matches nothing: give hosts, suffixes, cidrs or ports (hosts: ["*"] matches everything)`))
 	}
 	return m, errors.Join(errs...)
+}
+
+// specSize is the Size of a spec.
+func specSize(s *Spec) int {
+	n := 0
+	for i := range s.Egress {
+		r := &s.Egress[i]
+		n += 64
+		for _, v := range r.Hosts {
+			n += len(v)
+		}
+		for _, v := range r.Suffixes {
+			n += len(v)
+		}
+		for _, v := range r.CIDRs {
+			n += len(v)
+		}
+	}
+	return n
+}
+
+// checkLimits refuses a spec beyond the per-policy limits.
+func checkLimits(s *Spec, size int) error {
+	var errs []error
+	if len(s.Egress) > MaxRules {
+		errs = append(errs, fmt.Errorf("egress: %d rules, more than the limit of %d rules per policy", len(s.Egress), MaxRules))
+	}
+	for i := range s.Egress {
+		r := &s.Egress[i]
+		for _, f := range []struct {
+			name string
+			n    int
+		}{{"hosts", len(r.Hosts)}, {"suffixes", len(r.Suffixes)}, {"cidrs", len(r.CIDRs)}} {
+			if f.n > MaxEntries {
+				errs = append(errs, fmt.Errorf("egress[%d].%s: %d entries, more than the limit of %d per rule", i, f.name, f.n, MaxEntries))
+			}
+		}
+		if len(r.Ports) > MaxPorts {
+			errs = append(errs, fmt.Errorf("egress[%d].ports: %d entries, more than the limit of %d per rule", i, len(r.Ports), MaxPorts))
+		}
+	}
+	if size > MaxPolicyBytes {
+		errs = append(errs, fmt.Errorf("the policy's size is %d bytes, more than the limit of %d bytes per policy (hosts, suffixes and cidrs as written, 64 per rule)", size, MaxPolicyBytes))
+	}
+	return errors.Join(errs...)
 }

@@ -27,6 +27,10 @@ type Effective struct {
 	decider  *Compiled    // of the enforced verdict; nil: none (the gateway's routes decide)
 	limitKey string
 	limit    ratelimit.Limit
+	// ceiling is the cluster default's limits, per namespace, when an
+	// EgressPolicy decides: a tenant's policy cannot lift them.
+	ceilKey  string
+	ceiling  ratelimit.Limit
 	sni      SNIMode
 	limiter  Limiter
 	policies []*Compiled // applicable, in precedence order
@@ -61,6 +65,10 @@ func combine(ps []*Compiled, limitKey string, lim Limiter) *Effective {
 		e.limit, e.limitKey = d.limit, d.Key
 		if d.Cluster {
 			e.limitKey = limitKey // the default's limits hold per namespace
+		} else if def := ps[len(ps)-1]; def.Cluster && def.Mode == Enforce && !def.limit.None() {
+			// The cluster default's limits are a ceiling over the whole
+			// namespace, whichever policy decides.
+			e.ceiling, e.ceilKey = def.limit, limitKey
 		}
 	}
 	return e
@@ -78,16 +86,16 @@ func decider(ps []*Compiled) *Compiled {
 // table compiles the deny rules of ps and d's allow rules and default. No
 // policy: everything is allowed (the gateway's routes decide).
 func table(ps []*Compiled, d *Compiled) *route.Table {
-	var rules []route.Rule
+	ts := make([]*route.Table, 0, len(ps)+1)
 	for _, p := range ps {
-		rules = append(rules, p.denies...)
+		ts = append(ts, p.denyT)
 	}
 	def, pool := route.Direct, ""
 	if d != nil {
-		rules = append(rules, d.allows...)
+		ts = append(ts, d.allowT)
 		def, pool = d.def, d.defPool
 	}
-	t, err := route.New(rules, def, pool)
+	t, err := route.Join(def, pool, ts...)
 	if err != nil {
 		// Compile checked every rule; should a combination still fail,
 		// fail closed.
@@ -125,11 +133,37 @@ func (e *Effective) Decide(ctx context.Context, dest route.Dest, res route.Resol
 
 // Admit takes a slot of the workload's limits for one request or tunnel;
 // the error is a *limit.Error. release may be nil.
+//
+// When an EgressPolicy decides, the cluster default's limits hold too, over
+// the namespace (the ceiling): the workload's own slot is taken first, so a
+// workload over its own limit does not use up its namespace's.
 func (e *Effective) Admit(ctx context.Context) (release func(), err error) {
-	if e.limit.None() || e.limiter == nil {
+	if e.limiter == nil {
 		return nil, nil
 	}
-	return e.limiter.Acquire(ctx, e.limitKey, e.limit)
+	var own func()
+	if !e.limit.None() {
+		if own, err = e.limiter.Acquire(ctx, e.limitKey, e.limit); err != nil {
+			return nil, err
+		}
+	}
+	if e.ceiling.None() {
+		return own, nil
+	}
+	ceil, err := e.limiter.Acquire(ctx, e.ceilKey, e.ceiling)
+	if err != nil {
+		if own != nil {
+			own()
+		}
+		return nil, err
+	}
+	if own == nil {
+		return ceil, nil
+	}
+	if ceil == nil {
+		return own, nil
+	}
+	return func() { own(); ceil() }, nil
 }
 
 // SNI says whether CONNECT tunnels to port are checked for a ClientHello

@@ -55,15 +55,28 @@ type Engine struct {
 	Tokens *identity.Tokens
 	// Pools reports whether the gateway has a pool; nil accepts any name.
 	Pools func(name string) bool
+	// Granted reports whether the EgressPolicies of a namespace may name
+	// a pool (the gateway's pools.<name>.namespaces); nil grants every
+	// pool. The cluster default may name any pool. After the grants
+	// change, call Recheck.
+	Granted func(pool, namespace string) bool
 	// Limiter enforces workloads' limits; nil means a ratelimit.Local.
 	Limiter Limiter
 	// Changed, when set, is called with each compiled policy after it was
-	// set (to write its status).
+	// set (to write its status), and with each whose standing under the
+	// gateway's limits changed.
 	Changed func(c *Compiled)
+	// MaxPerNamespace and MaxBytes bound what the gateway holds: the
+	// EgressPolicies of one namespace, and the Size of all policies. The
+	// oldest are kept (creation time, then namespace and name); the
+	// others are refused (LimitExceeded). 0: MaxPoliciesPerNamespace,
+	// MaxTotalBytes.
+	MaxPerNamespace, MaxBytes int
 
 	once     sync.Once
-	mu       sync.Mutex // writers
-	policies map[string]*Compiled
+	mu       sync.Mutex           // writers
+	policies map[string]*Compiled // as compiled
+	inForce  map[string]*Compiled // after the gateway's limits
 	snap     atomic.Pointer[snapshot]
 	gen      uint64
 }
@@ -83,7 +96,7 @@ type snapshot struct {
 
 func (e *Engine) init() {
 	e.once.Do(func() {
-		e.policies = map[string]*Compiled{}
+		e.policies, e.inForce = map[string]*Compiled{}, map[string]*Compiled{}
 		if e.Limiter == nil {
 			e.Limiter = limiterFunc((&ratelimit.Local{}).Acquire)
 		}
@@ -105,19 +118,33 @@ func (f limiterFunc) Acquire(ctx context.Context, key string, l ratelimit.Limit)
 // spec) changes nothing.
 func (e *Engine) Set(p *EgressPolicy, cluster bool) *Compiled {
 	e.init()
-	c := Compile(p, cluster, e.Pools)
+	c := compile(p, cluster, e.Pools, e.Granted)
 	e.mu.Lock()
 	if old := e.policies[c.Key]; old != nil && old.UID == c.UID && old.Generation == c.Generation && c.Generation > 0 {
+		c = e.inForce[c.Key]
 		e.mu.Unlock()
-		return old
+		return c
 	}
 	e.policies[c.Key] = c
-	e.rebuild()
+	changed := e.rebuild()
+	c = e.inForce[c.Key]
 	e.mu.Unlock()
-	if e.Changed != nil {
-		e.Changed(c)
-	}
+	e.changed(append(changed, c))
 	return c
+}
+
+// changed reports cs through Changed, each policy once.
+func (e *Engine) changed(cs []*Compiled) {
+	if e.Changed == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for i := len(cs) - 1; i >= 0; i-- {
+		if c := cs[i]; c != nil && !seen[c.Key] {
+			seen[c.Key] = true
+			e.Changed(c)
+		}
+	}
 }
 
 // Delete removes the policy namespace/name (cluster: the
@@ -129,11 +156,13 @@ func (e *Engine) Delete(namespace, name string, cluster bool) {
 		key = KindClusterEgressPolicy + "/" + name
 	}
 	e.mu.Lock()
+	var changed []*Compiled
 	if _, ok := e.policies[key]; ok {
 		delete(e.policies, key)
-		e.rebuild()
+		changed = e.rebuild()
 	}
 	e.mu.Unlock()
+	e.changed(changed) // room freed under the limits
 }
 
 // Replace makes the engine hold exactly ps (and cps, the
@@ -142,10 +171,10 @@ func (e *Engine) Replace(ps, cps []*EgressPolicy) []*Compiled {
 	e.init()
 	out := make([]*Compiled, 0, len(ps)+len(cps))
 	for _, p := range ps {
-		out = append(out, Compile(p, false, e.Pools))
+		out = append(out, compile(p, false, e.Pools, e.Granted))
 	}
 	for _, p := range cps {
-		out = append(out, Compile(p, true, e.Pools))
+		out = append(out, compile(p, true, e.Pools, e.Granted))
 	}
 	e.mu.Lock()
 	e.policies = make(map[string]*Compiled, len(out))
@@ -153,13 +182,38 @@ func (e *Engine) Replace(ps, cps []*EgressPolicy) []*Compiled {
 		e.policies[c.Key] = c
 	}
 	e.rebuild()
-	e.mu.Unlock()
-	if e.Changed != nil {
-		for _, c := range out {
-			e.Changed(c)
-		}
+	for i, c := range out {
+		out[i] = e.inForce[c.Key]
 	}
+	e.mu.Unlock()
+	e.changed(out)
 	return out
+}
+
+// Recheck compiles every policy again, against the gateway's pools and
+// grants as they are now (after a configuration reload), and reports the
+// policies whose verdict on themselves changed (valid or not, and why)
+// through Changed.
+func (e *Engine) Recheck() {
+	e.init()
+	e.mu.Lock()
+	var changed []*Compiled
+	for k, old := range e.policies {
+		if old.src == nil {
+			continue
+		}
+		c := compile(old.src, old.Cluster, e.Pools, e.Granted)
+		if c.Reason != old.Reason || fmt.Sprint(c.Err) != fmt.Sprint(old.Err) {
+			changed = append(changed, c)
+		}
+		e.policies[k] = c
+	}
+	changed = append(changed, e.rebuild()...)
+	for i, c := range changed {
+		changed[i] = e.inForce[c.Key]
+	}
+	e.mu.Unlock()
+	e.changed(changed)
 }
 
 // Policies returns the compiled policies, sorted by key.
@@ -167,19 +221,29 @@ func (e *Engine) Policies() []*Compiled {
 	e.init()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]*Compiled, 0, len(e.policies))
-	for _, c := range e.policies {
+	out := make([]*Compiled, 0, len(e.inForce))
+	for _, c := range e.inForce {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 
-// rebuild swaps in a snapshot of e.policies; e.mu is held.
-func (e *Engine) rebuild() {
+// rebuild applies the gateway's limits to e.policies and swaps in a
+// snapshot of what is in force; e.mu is held. It returns the policies
+// whose standing under the limits changed (refused, or in force again).
+func (e *Engine) rebuild() []*Compiled {
 	e.gen++
 	s := &snapshot{gen: e.gen, byNS: map[string][]*Compiled{}, effs: map[string]*Effective{}}
-	for _, c := range e.policies {
+	old := e.inForce
+	e.inForce = e.limit()
+	var changed []*Compiled
+	for k, c := range e.inForce {
+		if o := old[k]; o != nil && o != c && (o.Reason == ReasonLimitExceeded) != (c.Reason == ReasonLimitExceeded) {
+			changed = append(changed, c)
+		}
+	}
+	for _, c := range e.inForce {
 		switch {
 		case !c.Cluster:
 			s.byNS[c.Namespace] = append(s.byNS[c.Namespace], c)
@@ -194,6 +258,62 @@ func (e *Engine) rebuild() {
 		s.unknown = combine([]*Compiled{s.def}, s.def.Key+" (unknown clients)", e.Limiter)
 	}
 	e.snap.Store(s)
+	return changed
+}
+
+// limit returns e.policies with those beyond the gateway's limits
+// refused: the cluster default first, then the oldest EgressPolicies.
+func (e *Engine) limit() map[string]*Compiled {
+	perNS, total := e.MaxPerNamespace, e.MaxBytes
+	if perNS <= 0 {
+		perNS = MaxPoliciesPerNamespace
+	}
+	if total <= 0 {
+		total = MaxTotalBytes
+	}
+	all := make([]*Compiled, 0, len(e.policies))
+	for _, c := range e.policies {
+		all = append(all, c)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.Cluster != b.Cluster {
+			return a.Cluster
+		}
+		if !a.created.Equal(b.created) {
+			return a.created.Before(b.created)
+		}
+		return a.Key < b.Key
+	})
+	out := make(map[string]*Compiled, len(all))
+	count := map[string]int{}
+	used := 0
+	for _, c := range all {
+		if c.Cluster {
+			out[c.Key] = c
+			used += c.size
+			continue
+		}
+		count[c.Namespace]++
+		var why string
+		switch {
+		case count[c.Namespace] > perNS:
+			why = fmt.Sprintf("namespace %s has more than %d EgressPolicies, the gateway's limit (policies per namespace; the oldest are kept)", c.Namespace, perNS)
+		case c.Err == nil && used+c.size > total:
+			why = fmt.Sprintf("the gateway holds %d bytes of policies and this one's %d would pass its limit of %d (total policy size; the oldest are kept)", used, c.size, total)
+		}
+		if why == "" {
+			if c.Err == nil {
+				used += c.size
+			}
+			out[c.Key] = c
+			continue
+		}
+		r := *c
+		r.invalidate(errors.New(why), ReasonLimitExceeded)
+		out[c.Key] = &r
+	}
+	return out
 }
 
 // Effective returns what applies to pods with label set ls, computed once

@@ -52,11 +52,17 @@ type gateway struct {
 // gateway's upstream pools (name → member URL).
 func startGateway(t *testing.T, eng *policy.Engine, names hosts, pools map[string]string) *gateway {
 	t.Helper()
-	g := &gateway{log: &testutil.SyncBuffer{}, eng: eng}
 	tbl, err := route.New(nil, route.Direct, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startGatewayRoutes(t, eng, names, pools, tbl)
+}
+
+// startGatewayRoutes is startGateway with the gateway's own routes tbl.
+func startGatewayRoutes(t *testing.T, eng *policy.Engine, names hosts, pools map[string]string, tbl *route.Table) *gateway {
+	t.Helper()
+	g := &gateway{log: &testutil.SyncBuffer{}, eng: eng}
 	st := &proxy.State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: "default"}
 	for name, u := range pools {
 		spec, err := upstream.ParseMemberURL(u)

@@ -38,6 +38,11 @@ type EgressPolicy struct {
 	Status            Status `json:"status,omitempty"`
 }
 
+// heldBackMode starts the Mode of a policy whose spec the gateway's cache
+// did not keep (FromUnstructured); the rest says why. No object has it:
+// a NUL cannot be written in one.
+const heldBackMode = "\x00held back: "
+
 // Spec is a policy's wire form. Validation and compilation are in
 // Compile.
 type Spec struct {
@@ -113,4 +118,28 @@ const (
 	ReasonInvalid     = "Invalid"
 	ReasonUnknownPool = "UnknownPool"
 	ReasonNotDefault  = "NotDefault"
+	// ReasonPoolNotGranted: an EgressPolicy names a pool the gateway does
+	// not grant to its namespace (pools.<name>.namespaces).
+	ReasonPoolNotGranted = "PoolNotGranted"
+	// ReasonLimitExceeded: the policy is beyond one of the limits below;
+	// the message names it.
+	ReasonLimitExceeded = "LimitExceeded"
+)
+
+// What a tenant can make the gateway hold (docs/policy.md, "Limits"). The
+// CRD's schema has the per-rule and per-policy counts too; the gateway
+// checks them all, and refuses what is beyond them with the condition
+// reason LimitExceeded.
+const (
+	MaxRules   = 256  // egress rules per policy
+	MaxEntries = 1024 // hosts, suffixes and cidrs, each, per rule
+	MaxPorts   = 64   // ports per rule
+	// MaxPolicyBytes bounds one policy's Size.
+	MaxPolicyBytes = 256 << 10
+	// MaxPoliciesPerNamespace bounds the EgressPolicies of one namespace
+	// the gateway holds (Engine.MaxPerNamespace).
+	MaxPoliciesPerNamespace = 64
+	// MaxTotalBytes bounds the Size of all policies the gateway holds
+	// (Engine.MaxBytes).
+	MaxTotalBytes = 16 << 20
 )

@@ -33,6 +33,84 @@ type Watcher struct {
 
 	informers [2]cache.SharedIndexInformer
 	status    statusQueue
+	held      heldBytes
+}
+
+// heldMax bounds the specs the caches keep: the total limit, and room for
+// older policies that arrive after newer ones to take their place.
+const heldMax = MaxTotalBytes + MaxTotalBytes/4
+
+// oversizeKey marks an object whose spec the informer's cache does not
+// keep; its value says why.
+const oversizeKey = "egret.io/held-back"
+
+// heldBytes bounds what the informers' caches hold of the policies: the
+// spec of an object beyond MaxPolicyBytes, or one that would take the
+// specs held past heldMax, is dropped as the object arrives
+// (the engine refuses it: LimitExceeded), and so are the fields the
+// gateway never reads (managedFields, annotations).
+type heldBytes struct {
+	mu    sync.Mutex
+	sizes map[string]int
+	total int
+}
+
+func (h *heldBytes) transform(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	u.SetManagedFields(nil)
+	u.SetAnnotations(nil)
+	key := u.GetNamespace() + "/" + u.GetName()
+	size := 0
+	if spec, ok := u.Object["spec"].(map[string]any); ok {
+		size = unstructuredSize(spec)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sizes == nil {
+		h.sizes = map[string]int{}
+	}
+	h.total -= h.sizes[key]
+	delete(h.sizes, key)
+	if u.GetDeletionTimestamp() != nil {
+		return u, nil
+	}
+	var why string
+	switch {
+	case size > MaxPolicyBytes:
+		why = fmt.Sprintf("the policy's size is %d bytes, more than the limit of %d bytes per policy (hosts, suffixes and cidrs as written, 64 per rule)", size, MaxPolicyBytes)
+	case h.total+size > heldMax:
+		why = fmt.Sprintf("the gateway holds %d bytes of policies and this one's %d would pass %d, its limit of %d (total policy size) and a quarter; it is read again when it changes or the gateway restarts", h.total, size, heldMax, MaxTotalBytes)
+	}
+	if why != "" {
+		u.Object["spec"] = map[string]any{}
+		u.Object[oversizeKey] = why
+		return u, nil
+	}
+	h.sizes[key] = size
+	h.total += size
+	return u, nil
+}
+
+// unstructuredSize is the Size of a spec as decoded by the informer.
+func unstructuredSize(spec map[string]any) int {
+	rules, _ := spec["egress"].([]any)
+	n := 0
+	for _, r := range rules {
+		n += 64
+		m, _ := r.(map[string]any)
+		for _, f := range []string{"hosts", "suffixes", "cidrs"} {
+			vs, _ := m[f].([]any)
+			for _, v := range vs {
+				if s, ok := v.(string); ok {
+					n += len(s)
+				}
+			}
+		}
+	}
+	return n
 }
 
 // Start starts the informers and returns once both have listed (the
@@ -51,6 +129,9 @@ func (w *Watcher) Start(ctx context.Context, wait time.Duration) error {
 	for i, gvr := range []schema.GroupVersionResource{EgressPolicies, ClusterEgressPolicies} {
 		cluster := i == 1
 		inf := dynamicinformer.NewFilteredDynamicInformer(w.Client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		if err := inf.SetTransform(w.held.transform); err != nil {
+			return err
+		}
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.set(obj, cluster) },
 			UpdateFunc: func(_, obj any) { w.set(obj, cluster) },
@@ -91,6 +172,11 @@ func (w *Watcher) set(obj any, cluster bool) {
 // mode, so it compiles to a policy that denies everything.
 func FromUnstructured(u *unstructured.Unstructured) *EgressPolicy {
 	var p EgressPolicy
+	if why, ok := u.Object[oversizeKey].(string); ok {
+		p = EgressPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration(), UID: u.GetUID(), CreationTimestamp: u.GetCreationTimestamp()}}
+		p.Spec.Mode = heldBackMode + why
+		return &p
+	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
 		p = EgressPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration()}}
 		p.Spec.Mode = "unreadable: " + err.Error()
@@ -213,6 +299,7 @@ func (w *Watcher) writeStatus(ctx context.Context, c *Compiled) error {
 		return err
 	}
 	u = u.DeepCopy()
+	delete(u.Object, oversizeKey)
 	u.Object["status"] = m
 	gvr := EgressPolicies
 	var rc dynamic.ResourceInterface = w.Client.Resource(gvr).Namespace(c.Namespace)

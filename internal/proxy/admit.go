@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"egret.io/egret/internal/http1"
+	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/sniff"
@@ -68,6 +70,17 @@ type admission struct {
 	// breaker is set when the destination's breaker awaits the outcome
 	// (reportDest).
 	breaker bool
+	// pin is, for a decision through an upstream pool that approved the
+	// destination's name by its addresses (route.ReasonResolved, in the
+	// routes or the workload's policy), the address the member is asked
+	// to reach in place of the name ("ip:port"): the member connects to
+	// what was judged, not to its own lookup of the name. Empty when the
+	// name itself was approved, or the destination is an address.
+	pin string
+	// policyAddrs are the addresses the workload's policy approved by
+	// address when the routes chose an upstream (policyJudged set).
+	policyAddrs  []netip.Addr
+	policyJudged bool
 }
 
 // answer is one lookup, made at most once: the first name asked is
@@ -138,6 +151,9 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 	if tg.transparent {
 		s.pinOriginal(a, tg.orig)
 	}
+	if a.dec.Action == route.Upstream {
+		s.pinUpstream(a, tg)
+	}
 	ev.dest, ev.dec, ev.decided = a.dest.String(), a.dec, true
 	if a.dec.Action == route.Deny {
 		return nil, denied(a.dest, a.dec)
@@ -151,6 +167,45 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 	}
 	a.breaker = breaker
 	return a, nil
+}
+
+// pinUpstream sets a.pin for a decision through an upstream pool: when the
+// routes or the workload's policy approved the name by its addresses, the
+// member is asked for one of the addresses both approve — a transparent
+// connection's original address when it is one of them, else the first in
+// the answer's order — never for the name, which it would resolve on its
+// own (DNS rebinding between egret's judgement and the member's dial).
+// When both judged and approve no address in common, the destination is
+// denied.
+func (s *Server) pinUpstream(a *admission, tg *target) {
+	if a.dial.Addr.IsValid() {
+		return // an address: the member is asked for it as it is
+	}
+	var addrs []netip.Addr
+	judged := false
+	if a.dec.Reason == route.ReasonResolved {
+		addrs, judged = a.dec.Addrs, true
+	}
+	if a.policyJudged {
+		if !judged {
+			addrs, judged = a.policyAddrs, true
+		} else if both, ok := approved(addrs, a.policyAddrs); ok {
+			addrs = both
+		} else {
+			a.dec = unapproved(a.dec, "the gateway's route "+a.dec.Detail()+" and the policy approve no address in common")
+			return
+		}
+	}
+	if !judged || len(addrs) == 0 {
+		return
+	}
+	pick := addrs[0]
+	if tg.transparent {
+		if ip := ipaddr.Plain(tg.orig.Addr()); slices.Contains(addrs, ip) {
+			pick = ip
+		}
+	}
+	a.pin = netip.AddrPortFrom(pick, a.dial.Port).String()
 }
 
 // admitClient applies the client allow-list and the per-client limit to

@@ -45,7 +45,7 @@ func (c *Conn) Close() error {
 // and the set-up time in ev.
 func (s *Server) open(ctx context.Context, ev *event, a *admission) (*Conn, error) {
 	start := time.Now()
-	c, err := s.dial(ctx, a.st, a.dial, a.dec)
+	c, err := s.dial(ctx, a.st, a.dial, a.dec, a.pin)
 	if a.breaker {
 		s.reportDest(a.dest, err)
 	}
@@ -61,7 +61,10 @@ func (s *Server) open(ctx context.Context, ev *event, a *admission) (*Conn, erro
 	return c, nil
 }
 
-func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route.Decision) (*Conn, error) {
+// dial connects to dest as dec says; through a pool, the member is asked
+// for pin ("ip:port", the address the decision approved) when it is set,
+// else for dest.
+func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route.Decision, pin string) (*Conn, error) {
 	switch dec.Action {
 	case route.Direct:
 		c, err := s.dialDirect(ctx, st, dest, dec)
@@ -78,7 +81,11 @@ func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", dec.Pool)}
 	}
 	start := time.Now()
-	t, err := p.DialTunnel(ctx, dest.String())
+	target := dest.String()
+	if pin != "" {
+		target = pin
+	}
+	t, err := p.DialTunnel(ctx, target)
 	if err != nil {
 		if pe := proxystatus.From(err); pe.Type == proxystatus.PoolUnavailable {
 			s.countUpstreamErr(p.Name, err)

@@ -82,7 +82,7 @@ func (c *countReader) Read(p []byte) (int, error) {
 
 // benchOrigin answers every request on a keep-alive connection with the
 // same 64-byte response, reading the request's Content-Length body.
-func benchOrigin(b *testing.B) string {
+func benchOrigin(b testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -124,7 +124,7 @@ func benchOrigin(b *testing.B) string {
 
 // startBenchProxy starts a Server with metrics and an access log, routing
 // everything direct.
-func startBenchProxy(b *testing.B) string {
+func startBenchProxy(b testing.TB) string {
 	_, addr := startBenchServer(b, Options{Metrics: metrics.New("bench"), AccessLog: io.Discard})
 	return addr
 }
@@ -132,7 +132,7 @@ func startBenchProxy(b *testing.B) string {
 // startBenchServer starts a Server with options o that routes everything
 // direct and resolves origin.test to loopback; it is shut down when the
 // benchmark ends.
-func startBenchServer(b *testing.B, o Options) (*Server, string) {
+func startBenchServer(b testing.TB, o Options) (*Server, string) {
 	tbl, err := route.New(nil, route.Direct, "")
 	if err != nil {
 		b.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"egret.io/egret/internal/proxyauth"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/transport"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -62,6 +63,7 @@ type exchange struct {
 	ev         event
 	st         *State
 	dest       route.Dest
+	pin        string // the approved address a member is asked for (admission.pin); "" for the name
 	scheme     string
 	idempotent bool
 
@@ -112,7 +114,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if e != nil {
 		return cc.fail(req, ev, e, false)
 	}
-	x.st, x.dest, x.breaker = a.st, a.dest, a.breaker
+	x.st, x.dest, x.breaker, x.pin = a.st, a.dest, a.breaker, a.pin
 	x.idempotent = http1.Idempotent(req)
 	if e := x.Prepare(req); e != nil {
 		return cc.fail(req, ev, e, false)
@@ -181,7 +183,7 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	if p == nil {
 		return nil, &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr, Detail: fmt.Sprintf("route names pool %q, which does not exist", x.ev.dec.Pool)}
 	}
-	again := func(err error) bool { return !x.Started() && (x.idempotent || notSent(err)) }
+	again := func(err error) bool { return !x.Started() && (x.idempotent || transport.IsNotSent(err)) }
 	var resp *http.Response
 	_, err := p.Do(x.ctx, x.dest.Host, again, func(_ context.Context, m *upstream.Member, cred *upstream.Credential, more bool) (int, error) {
 		x.ev.member = m.Name
@@ -204,8 +206,9 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 // tryMember sends the request through m with cred, once (Pool.Do owns
 // the failover and the credential fallback). Through an http(s) member a
 // plain-HTTP request goes in absolute form with cred in
-// Proxy-Authorization; an https:// request, and any request through a
-// socks5 member, goes through a tunnel to the origin opened with cred. It
+// Proxy-Authorization; an https:// request, a request whose destination
+// is pinned to an approved address, and any request through a socks5
+// member, goes through a tunnel to the origin opened with cred. It
 // returns the member's status code (0 when it did not answer). A 407 is an
 // error; so is a refusal the member wrote itself (403 or 5xx with Squid's
 // X-Squid-Error) when failover may follow (mayRetry), which otherwise goes
@@ -222,8 +225,17 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *upstrea
 		client = x.cc
 	}
 	x.cred, x.hs = cred, nil
-	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 {
-		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: x.ev.dest, client: client}, p, "")
+	// A pinned destination (admission.pin) is reached through a tunnel
+	// to the approved address, with the request in origin form inside:
+	// in absolute form the member would resolve the name itself (and an
+	// address in the request target would replace the Host the origin
+	// must see).
+	if x.scheme == "https" || m.URL.Scheme == upstream.SchemeSOCKS5 || x.pin != "" {
+		addr := x.ev.dest
+		if x.pin != "" {
+			addr = x.pin
+		}
+		resp, err = x.attempt(originKey{member: m, scheme: x.scheme, addr: addr, client: client}, p, "")
 	} else {
 		auth := ""
 		if client == nil {
@@ -249,10 +261,11 @@ func (x *exchange) tryMember(p *upstream.Pool, m *upstream.Member, cred *upstrea
 			out.Upstream = m.Name
 			err = &upstream.Silence{Err: &out}
 		}
+		err = transport.Attempt(err)
 		return nil, refusalCode(err), err
 	}
 	if mayRetry && !x.Started() && memberWrote(resp) {
-		rerr := upstream.RefusalError(m.Name, resp)
+		rerr := transport.Attempt(upstream.RefusalError(m.Name, resp))
 		x.dropOrigin()
 		release()
 		return nil, resp.StatusCode, rerr
@@ -271,6 +284,7 @@ func (x *exchange) attempt(key originKey, p *upstream.Pool, auth string) (*http.
 	pool := s.origins
 	head := http1.RequestHead{Scheme: x.scheme, Host: x.Req.URL.Host, Absolute: key.member != nil && key.scheme == "",
 		Via: s.via(x.Req.ProtoMajor, x.Req.ProtoMinor), Auth: auth}
+
 	for try := 0; ; try++ {
 		var oc *http1.Conn
 		if try == 0 {
@@ -557,21 +571,6 @@ func memberWrote(resp *http.Response) bool {
 	return resp.Header.Get("X-Squid-Error") != ""
 }
 
-// notSent reports whether a failed attempt certainly did not reach the
-// origin: the member could not be reached or refused the request.
-func notSent(err error) bool {
-	var sil *upstream.Silence
-	if errors.As(err, &sil) {
-		return false // it took the request: it may have sent it on
-	}
-	var r *upstream.Refusal
-	if errors.As(err, &r) {
-		return r.Code == http.StatusProxyAuthRequired || r.Code == http.StatusForbidden || r.DestinationFault
-	}
-	// Only failures reaching the member name it.
-	return proxystatus.From(err).Upstream != ""
-}
-
 // prefixConn returns prefix before what it reads from Conn.
 type prefixConn struct {
 	net.Conn
@@ -587,17 +586,15 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// clientGoneDetail marks the errors of clientGone.
+// clientGoneDetail is the detail of clientGone's errors.
 const clientGoneDetail = "client went away"
 
-// clientGone wraps a failure on the client's side: it left, or writing to
-// it failed.
+// clientGone wraps a failure on the client's side (it left, or writing to
+// it failed) as the error logged for it: a transport.ClientGone, read with
+// isClientGone.
 func clientGone(err error) *proxystatus.Error {
-	return &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: clientGoneDetail, Err: err}
+	return &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: clientGoneDetail, Err: &transport.ClientGone{Err: err}}
 }
 
-// isClientGone reports whether err is a clientGone error.
-func isClientGone(err error) bool {
-	var pe *proxystatus.Error
-	return errors.As(err, &pe) && pe.Type == proxystatus.ConnectionTerminated && pe.Detail == clientGoneDetail
-}
+// isClientGone reports whether err is a failure on the client's side.
+func isClientGone(err error) bool { return transport.IsClientGone(err) }

@@ -415,7 +415,7 @@ func BenchmarkTunnelSetup(b *testing.B) {
 	}
 }
 
-func tcpOriginB(b *testing.B) string {
+func tcpOriginB(b testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

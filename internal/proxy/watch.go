@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"egret.io/egret/internal/transport"
 )
 
 // watchDelay is how long a request waits on the far side (resolving,
@@ -81,5 +83,6 @@ func (w *clientWatch) stop() ([]byte, bool) {
 }
 
 // errClientLeft is the cause of a request given up because its client
-// went away while it waited.
-var errClientLeft = errors.New("the client closed its connection while egret waited on its behalf")
+// went away while it waited: the one sentinel (transport.ErrClientLeft,
+// http1's), so errors.Is matches it wherever it was made.
+var errClientLeft = transport.ErrClientLeft

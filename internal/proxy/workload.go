@@ -120,12 +120,19 @@ func (s *Server) judge(ctx context.Context, ev *event, a *admission) {
 		a.dec, a.dial = pd, a.dest
 	default:
 		ev.policyRule = pd.Detail()
-		if a.dec.Action == route.Direct {
+		switch a.dec.Action {
+		case route.Direct:
 			addrs, ok := approved(a.dec.Addrs, pd.Addrs)
 			if !ok {
 				a.dec = unapproved(pd, "the gateway's route "+a.dec.Detail()+" and the policy approve no address in common")
 			} else {
 				a.dec.Addrs = addrs
+			}
+		case route.Upstream:
+			// The member is asked for an address the policy approved
+			// when it approved the name by its addresses (pinUpstream).
+			if pd.Reason == route.ReasonResolved {
+				a.policyAddrs, a.policyJudged = pd.Addrs, true
 			}
 		}
 	}

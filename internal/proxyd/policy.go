@@ -73,7 +73,10 @@ func startPolicy(ctx context.Context, cfg *config.Proxy, p *process, st *proxy.S
 			return s.State().Pools[name] != nil
 		}
 		return st.Pools[name] != nil
+	}, Granted: func(pool, ns string) bool {
+		return p.current().Pools[pool].Grants(ns) // the configuration in force
 	}}
+	p.policy = eng
 	w := &policy.Watcher{Client: dyn, Engine: eng, Logger: log}
 	if err := w.Start(ctx, policySyncWait); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)

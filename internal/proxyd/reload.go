@@ -134,6 +134,9 @@ func (p *process) reload(why string) {
 	p.cfg = cfg
 	p.reloads = reloadStatus{at: now, restart: restart}
 	p.mu.Unlock()
+	if p.policy != nil {
+		p.policy.Recheck() // the pools and their grants may have changed
+	}
 	pools := make([]*upstream.Pool, 0, len(st.Pools))
 	for _, pl := range st.Pools {
 		pools = append(pools, pl)

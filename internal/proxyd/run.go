@@ -16,6 +16,7 @@ import (
 	"egret.io/egret/internal/admin"
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/proxy"
 	"egret.io/egret/internal/resolve"
 	"egret.io/egret/internal/socks5"
@@ -78,6 +79,8 @@ type process struct {
 	cfg     *config.Proxy      // the configuration in force: its routes, rules and pools
 	stopGen context.CancelFunc // ends the member watches and probes of the state in force
 	reloads reloadStatus
+
+	policy *policy.Engine // per-workload egress; nil when off
 }
 
 // current returns the configuration in force.

@@ -573,3 +573,22 @@ func matchSuffix(m map[string]Suffix, host string) (Suffix, bool) {
 	}
 	return Suffix{}, false
 }
+
+// Join is a Table of the rules of ts, in order, with the default def (and
+// defPool). It shares the tables' compiled rules (their name maps and
+// ranges) instead of building them again: a combination of many large
+// tables costs a slice of rule headers.
+func Join(def Action, defPool string, ts ...*Table) (*Table, error) {
+	if def < Direct || def > Deny {
+		return nil, fmt.Errorf("default route: invalid action %v", def)
+	}
+	n := 0
+	for _, t := range ts {
+		n += len(t.rules)
+	}
+	out := &Table{rules: make([]compiled, 0, n), def: Decision{Action: def, Pool: defPool, Reason: ReasonDefault, Rule: RuleDefault, Source: "default route"}}
+	for _, t := range ts {
+		out.rules = append(out.rules, t.rules...)
+	}
+	return out, nil
+}

@@ -157,7 +157,7 @@ func Mutate(pod *corev1.Pod, in Input) MutateResult {
 	if mode == Transparent {
 		if level := podSecurityLevel(in.Namespace); level == "baseline" || level == "restricted" {
 			out.Denied = fmt.Sprintf("egret: transparent mode needs the %s init container with NET_ADMIN and NET_RAW as root, which namespace %s's Pod Security level %q (label %s) forbids. "+
-				"Use %s: gateway or sidecar, with a NetworkPolicy that lets the pods reach only the gateway (deploy/app-namespace), or set the namespace's level to privileged",
+				"Use %s: gateway or sidecar, with a NetworkPolicy that lets the pods reach only the gateway (label the namespace egret.io/egress-policy=enabled), or set the namespace's level to privileged",
 				IptablesName, podNamespace(pod, in.Namespace), level, podSecurityEnforceLabel, ModeAnnotation)
 			return out
 		}

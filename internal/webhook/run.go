@@ -29,6 +29,7 @@ import (
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/drift"
 	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/netpol"
 )
 
 // Options configure Run.
@@ -72,6 +73,9 @@ type Options struct {
 	// DriftInterval is how often the leader compares the injected pods
 	// (0: drift.DefaultInterval).
 	DriftInterval time.Duration
+	// EgressPolicy names the Services the generated egress NetworkPolicies
+	// (namespaces labelled egret.io/egress-policy=enabled) allow.
+	EgressPolicy netpol.Options
 }
 
 // Run serves the admission webhook and runs NO_PROXY discovery until ctx ends.
@@ -177,8 +181,17 @@ func Run(ctx context.Context, o Options) error {
 		dc.Leader = gate.Leading
 		gate.onElected = func() { disc.Resync(); dc.Resync() }
 	}
-	// A new cluster NO_PROXY makes pods stale at once: compare now.
-	disc.OnChange = func(*discovery.Result) { dc.Resync() }
+	np := &netpol.Controller{Namespace: o.Namespace, Options: o.EgressPolicy, Cluster: disc.Current}
+	if gate != nil {
+		np.Leader = gate.Leading
+		gate.onElected = func() { disc.Resync(); dc.Resync(); np.Resync() }
+	}
+	if err := np.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// A new cluster NO_PROXY makes pods stale at once and changes the
+	// egress policies' ranges: act now.
+	disc.OnChange = func(*discovery.Result) { dc.Resync(); np.Resync() }
 	if err := dc.SetupWithManager(mgr); err != nil {
 		if o.StaleRestart != "" && !slices.Contains([]string{drift.ModeOn, drift.ModeDryRun, drift.ModeOff}, o.StaleRestart) {
 			return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -29,8 +30,18 @@ const (
 	DefaultNegativeTTL = 10 * time.Second
 	// DefaultReviewTimeout bounds one TokenReview.
 	DefaultReviewTimeout = 5 * time.Second
-	// fallbackTTL caches a token without an expiry claim.
-	fallbackTTL = 10 * time.Minute
+	// DefaultMaxTTL is how long an accepted token is trusted before it is
+	// reviewed again (a token revoked, or whose pod is gone, stops
+	// working within it).
+	DefaultMaxTTL = time.Minute
+	// DefaultFailedReviews is each client's budget of failed reviews
+	// (tokens the API server rejected): a burst of this many, refilled at one
+	// every DefaultFailedRefill. Beyond it the client's tokens that are
+	// not cached are refused without a review.
+	DefaultFailedReviews = 8
+	DefaultFailedRefill  = 5 * time.Second
+	// maxClients bounds the clients whose failed reviews are counted.
+	maxClients = 10000
 )
 
 // Extra keys of a pod-bound service-account token's user info.
@@ -57,9 +68,12 @@ var ErrRejected = errors.New("service-account token rejected")
 // the client's address.
 var ErrUnavailable = errors.New("service-account token not reviewed")
 
-// Tokens verifies service-account tokens with TokenReview. Each answer is
-// cached until the token expires (a rejection for NegativeTTL), in a cache
-// of at most MaxEntries tokens; at most MaxInFlight reviews run at once,
+// Tokens verifies service-account tokens with TokenReview. Each acceptance
+// is cached for MaxTTL at most (then reviewed again), or until the token
+// expires if sooner; a rejection for NegativeTTL; in a cache of at most
+// MaxEntries tokens. Each client has a budget of rejected reviews, beyond
+// which its tokens that are not cached are refused unreviewed (ErrBudget);
+// an API server that cannot answer spends no budget; at most MaxInFlight reviews run at once,
 // and concurrent verifications of one token share a review. It is safe for
 // concurrent use. No token reaches an error or a log.
 type Tokens struct {
@@ -77,10 +91,17 @@ type Tokens struct {
 	// NegativeTTL is how long a rejection is cached; 0 means
 	// DefaultNegativeTTL.
 	NegativeTTL time.Duration
+	// MaxTTL is how long an acceptance is cached at most (the token's
+	// expiry may end it sooner); 0 means DefaultMaxTTL.
+	MaxTTL time.Duration
+	// FailedReviews and FailedRefill are each client's budget of failed
+	// reviews; 0 means DefaultFailedReviews and DefaultFailedRefill.
+	FailedReviews int
+	FailedRefill  time.Duration
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
 	// Result, when set, is told each review's result: "ok", "rejected" or
-	// "error".
+	// "error", and "budget" for a token refused unreviewed (ErrBudget).
 	Result func(result string)
 
 	once    sync.Once
@@ -88,6 +109,13 @@ type Tokens struct {
 	entries map[string]*tokenEntry
 	flight  map[string]*reviewCall
 	sem     chan struct{}
+	clients map[netip.Addr]*failBudget
+}
+
+// failBudget is a client's failed reviews: a token bucket.
+type failBudget struct {
+	left float64
+	at   time.Time
 }
 
 type tokenEntry struct {
@@ -116,6 +144,16 @@ func (ts *Tokens) init() {
 		if ts.NegativeTTL <= 0 {
 			ts.NegativeTTL = DefaultNegativeTTL
 		}
+		if ts.MaxTTL <= 0 {
+			ts.MaxTTL = DefaultMaxTTL
+		}
+		if ts.FailedReviews <= 0 {
+			ts.FailedReviews = DefaultFailedReviews
+		}
+		if ts.FailedRefill <= 0 {
+			ts.FailedRefill = DefaultFailedRefill
+		}
+		ts.clients = map[netip.Addr]*failBudget{}
 		if ts.Now == nil {
 			ts.Now = time.Now
 		}
@@ -133,9 +171,23 @@ func (ts *Tokens) Len() int {
 	return len(ts.entries)
 }
 
-// Verify returns the identity of token. Errors wrap ErrRejected or
-// ErrUnavailable.
-func (ts *Tokens) Verify(ctx context.Context, token string) (Token, error) {
+// ErrBudget is a client whose failed reviews used up its budget: its
+// tokens that are not cached are refused without a review, so that random
+// bearer strings cannot use up the reviews other clients need.
+var ErrBudget = fmt.Errorf("%w: too many failed token reviews from this client, try again later", ErrRejected)
+
+// Forget drops the cached answer for token (its pod is gone): the next
+// request with it is reviewed again.
+func (ts *Tokens) Forget(token string) {
+	ts.init()
+	ts.mu.Lock()
+	delete(ts.entries, token)
+	ts.mu.Unlock()
+}
+
+// Verify returns the identity of token presented by client. Errors wrap
+// ErrRejected or ErrUnavailable.
+func (ts *Tokens) Verify(ctx context.Context, client netip.Addr, token string) (Token, error) {
 	ts.init()
 	now := ts.Now()
 	ts.mu.Lock()
@@ -145,6 +197,13 @@ func (ts *Tokens) Verify(ctx context.Context, token string) (Token, error) {
 			return e.tok, e.err
 		}
 		delete(ts.entries, token)
+	}
+	if !ts.budgetLeft(client, now) {
+		ts.mu.Unlock()
+		if ts.Result != nil {
+			ts.Result("budget")
+		}
+		return Token{}, ErrBudget
 	}
 	if c, ok := ts.flight[token]; ok {
 		ts.mu.Unlock()
@@ -179,6 +238,9 @@ func (ts *Tokens) Verify(ctx context.Context, token string) (Token, error) {
 	}
 	c.tok, c.err = tok, err
 	ts.mu.Lock()
+	if errors.Is(err, ErrRejected) {
+		ts.spend(client, now) // not an outage: that is no client's doing
+	}
 	delete(ts.flight, token)
 	switch {
 	case err == nil:
@@ -189,6 +251,42 @@ func (ts *Tokens) Verify(ctx context.Context, token string) (Token, error) {
 	ts.mu.Unlock()
 	close(c.done)
 	return tok, err
+}
+
+// budgetLeft reports whether client may have a review fail; ts.mu is held.
+func (ts *Tokens) budgetLeft(client netip.Addr, now time.Time) bool {
+	b := ts.clients[client]
+	if b == nil {
+		return true
+	}
+	b.left = min(float64(ts.FailedReviews), b.left+float64(now.Sub(b.at))/float64(ts.FailedRefill))
+	b.at = now
+	return b.left >= 1
+}
+
+// spend counts a failed review of client; ts.mu is held.
+func (ts *Tokens) spend(client netip.Addr, now time.Time) {
+	b := ts.clients[client]
+	if b == nil {
+		if len(ts.clients) >= maxClients {
+			for k, o := range ts.clients {
+				// Those refilled to the full budget are as good as new.
+				if float64(now.Sub(o.at)) >= float64(ts.FailedReviews)*float64(ts.FailedRefill) {
+					delete(ts.clients, k)
+				}
+			}
+			for k := range ts.clients {
+				if len(ts.clients) < maxClients-maxClients/8 {
+					break
+				}
+				delete(ts.clients, k)
+			}
+		}
+		b = &failBudget{left: float64(ts.FailedReviews), at: now}
+		ts.clients[client] = b
+	}
+	ts.budgetLeft(client, now)
+	b.left--
 }
 
 // store caches e, making room first; ts.mu is held.
@@ -243,8 +341,8 @@ func (ts *Tokens) review(ctx context.Context, token string) (Token, time.Time, e
 	if pod == "" || uid == "" {
 		return Token{}, time.Time{}, fmt.Errorf("%w: the token of service account %s/%s is bound to no pod (mount a projected token)", ErrRejected, ns, sa)
 	}
-	until := ts.Now().Add(fallbackTTL)
-	if exp, ok := expiry(token); ok {
+	until := ts.Now().Add(ts.MaxTTL)
+	if exp, ok := expiry(token); ok && exp.Before(until) {
 		until = exp
 	}
 	return Token{Namespace: intern(ns), ServiceAccount: intern(sa), Pod: pod, PodUID: uid}, until, nil

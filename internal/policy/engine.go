@@ -90,8 +90,9 @@ type snapshot struct {
 	def     *Compiled              // the cluster default, or nil
 	unknown *Effective             // for clients without a known pod
 
-	mu   sync.Mutex
-	effs map[string]*Effective
+	mu     sync.Mutex
+	effs   map[string]*Effective
+	byAddr map[netip.Addr]*Effective // unknownAt
 }
 
 func (e *Engine) init() {
@@ -337,6 +338,34 @@ func (e *Engine) Unknown() *Effective {
 	return e.snap.Load().unknown
 }
 
+// maxUnknownClients bounds the per-address copies of the unknown clients'
+// Effective a snapshot keeps.
+const maxUnknownClients = 4096
+
+// unknownAt is what applies to a client at addr without a known pod: the
+// cluster default, whose limits hold per address (a client cannot use up
+// the others' slots).
+func (e *Engine) unknownAt(addr netip.Addr) *Effective {
+	e.init()
+	s := e.snap.Load()
+	u := s.unknown
+	if u == nil || (u.limit.None() && u.ceiling.None()) {
+		return u
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if eff, ok := s.byAddr[addr]; ok {
+		return eff
+	}
+	if s.byAddr == nil || len(s.byAddr) >= maxUnknownClients {
+		s.byAddr = map[netip.Addr]*Effective{}
+	}
+	eff := *u
+	eff.limitKey = u.limitKey + " " + addr.String()
+	s.byAddr[addr] = &eff
+	return &eff
+}
+
 func (s *snapshot) effective(ls *identity.LabelSet, lim Limiter) *Effective {
 	var ps []*Compiled
 	var key strings.Builder
@@ -374,10 +403,17 @@ func (s *snapshot) effective(ls *identity.LabelSet, lim Limiter) *Effective {
 func (e *Engine) Identify(ctx context.Context, addr netip.Addr, auth string) (Workload, error) {
 	e.init()
 	if tok, ok := bearer(auth); ok && e.Tokens != nil {
-		t, err := e.Tokens.Verify(ctx, tok)
+		t, err := e.Tokens.Verify(ctx, addr, tok)
 		switch {
 		case err == nil:
-			return e.byToken(t, addr)
+			w, err := e.byToken(t, addr)
+			if p := e.Pods.ByName(t.Namespace, t.Pod); e.Pods.Synced() && (p == nil || p.UID != t.PodUID) {
+				// The pod is gone (or not indexed yet): the next request
+				// is reviewed again, and the API server refuses the token
+				// of a deleted pod.
+				e.Tokens.Forget(tok)
+			}
+			return w, err
 		case errors.Is(err, identity.ErrRejected):
 			return Workload{By: ByToken}, err
 		}
@@ -399,7 +435,7 @@ func (e *Engine) byToken(t identity.Token, addr netip.Addr) (Workload, error) {
 	}
 	if p == nil {
 		// Not in the index yet: its labels are unknown.
-		w.Rules = e.Unknown()
+		w.Rules = e.unknownAt(addr)
 		return w, nil
 	}
 	w.Rules = e.Effective(p.Labels)
@@ -409,7 +445,7 @@ func (e *Engine) byToken(t identity.Token, addr netip.Addr) (Workload, error) {
 func (e *Engine) byAddress(addr netip.Addr) Workload {
 	p := e.Pods.ByAddr(addr)
 	if p == nil {
-		return Workload{By: ByUnknown, Rules: e.Unknown()}
+		return Workload{By: ByUnknown, Rules: e.unknownAt(addr)}
 	}
 	return Workload{By: ByAddress, Namespace: p.Namespace, ServiceAccount: p.ServiceAccount, Pod: p.Name, Rules: e.Effective(p.Labels)}
 }

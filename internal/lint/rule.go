@@ -54,6 +54,7 @@ var rules = []Rule{
 	ruleSingleCase,
 	ruleRefMissing,
 	ruleRefUnresolved,
+	ruleShortNameViaProxy,
 	ruleTLSCAMissing,
 }
 

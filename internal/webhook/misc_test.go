@@ -114,6 +114,18 @@ func TestValidate(t *testing.T) {
 			t.Errorf("kube-system denied: %s", res.Denied)
 		}
 	})
+	// A short Service name in the environment goes to the gateway, which
+	// cannot resolve it as the pod does; the sidecar (in the pod) can.
+	for mode, warns := range map[string]bool{"gateway": true, "sidecar": false} {
+		t.Run("short-name-"+mode, func(t *testing.T) {
+			in := Input{Policy: testPolicy(t, func(c *Config) { c.Mode = mode }), Namespace: ns("shop", optedIn, nil), Cluster: cluster}
+			m := Mutate(pod(nil, corev1.EnvVar{Name: "PAYMENTS_URL", Value: "http://payments:8080"}), in)
+			all := strings.Join(Validate(m.Pod, in).Warnings, "\n")
+			if got := strings.Contains(all, "short-name-via-proxy") && strings.Contains(all, "payments.shop.svc.cluster.local"); got != warns {
+				t.Errorf("warned=%v, want %v:\n%s", got, warns, all)
+			}
+		})
+	}
 	// What egret injects must pass egret's own rules, in every mode.
 	for _, mode := range []string{"gateway", "sidecar", "transparent"} {
 		t.Run("injected-pod-is-clean-"+mode, func(t *testing.T) {

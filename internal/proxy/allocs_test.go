@@ -21,7 +21,7 @@ const (
 	// kept-alive origin (34 now).
 	maxForwardAllocs = 40
 	// maxConnectAllocs bounds one CONNECT tunnel from the client's dial
-	// to the origin's close, one request through it (126 now, of which
+	// to the origin's close, one request through it (129 now, of which
 	// the test's client and origin take about 30).
 	maxConnectAllocs = 140
 )

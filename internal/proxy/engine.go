@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -57,6 +58,10 @@ type clientConn struct {
 	// authKeys name the idle connections authenticated for this client
 	// (through NTLM and Negotiate members), closed when it ends.
 	authKeys []originKey
+	// ctx is the connection's, derived from the server's: cancelled when
+	// the connection ends, or by Shutdown when it cuts connections off.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
@@ -232,6 +237,7 @@ func (cc *clientConn) serve() {
 	cc.r.MaxHeaderBytes = s.opts.MaxHeaderBytes
 	cc.r.Reset(cc.c)
 	cc.bw = http1.GetWriter(cc.c)
+	cc.ctx, cc.cancel = context.WithCancel(s.ctx)
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("panic serving a connection", "listener", "proxy", "client", cc.remote,
@@ -243,6 +249,7 @@ func (cc *clientConn) serve() {
 				cc.slot()
 			}
 		}
+		cc.cancel()
 		cc.state.Store(connDone)
 		cc.dropAuthConns()
 		s.untrackConn(cc)

@@ -50,9 +50,11 @@ fi
 KUBE_VERSION=v1.37.2
 dir="${EGRET_CACHE:-$HOME/.cache/egret}/kube/$KUBE_VERSION"
 kube_tools=(kubelet kube-controller-manager kube-scheduler kube-proxy kubectl)
+# kubectl has no --version flag.
+version_of() { if [ "$1" = kubectl ]; then "$dir/kubectl" version --client 2>/dev/null; else "$dir/$1" --version 2>/dev/null; fi; }
 need=()
 for b in "${kube_tools[@]}"; do
-  [ -x "$dir/$b" ] && "$dir/$b" --version 2>/dev/null | grep -q "$KUBE_VERSION" || need+=("$b")
+  [ -x "$dir/$b" ] && version_of "$b" | grep -q "$KUBE_VERSION" || need+=("$b")
 done
 have_coredns=0
 [ -x "$dir/coredns" ] && "$dir/coredns" -version >/dev/null 2>&1 && have_coredns=1
@@ -75,10 +77,7 @@ if [ ${#need[@]} -gt 0 ]; then
   (cd tools/kube && nice "$GO" build -trimpath -o "$tmp/" -ldflags "-s -w \
     -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor \
     -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z" "${pkgs[@]}")
-  for b in "${need[@]}"; do
-    "$tmp/$b" --version >&2
-    mv -f "$tmp/$b" "$dir/"
-  done
+  for b in "${need[@]}"; do mv -f "$tmp/$b" "$dir/"; version_of "$b" >&2; done
 fi
 if [ $have_coredns = 0 ]; then
   echo "building coredns into $dir" >&2

@@ -92,6 +92,9 @@ type state struct {
 	Netns   []string          `json:"netns"` // /run/netns entries present before
 	Pids    []int             `json:"pids"`
 	Veths   []string          `json:"veths"`
+	// KubeFirewall: the chain KUBE-FIREWALL existed before the node
+	// (kube-proxy adds it to INPUT and OUTPUT, and --cleanup leaves it).
+	KubeFirewall bool `json:"kubeFirewall"`
 }
 
 type errMissing string
@@ -230,6 +233,7 @@ func Start() (n *Node, err error) {
 		}
 	}
 	n.st.Netns, _ = filepath.Glob("/run/netns/*")
+	n.st.KubeFirewall = exec.Command("iptables", "-w", "-S", "KUBE-FIREWALL").Run() == nil
 	if err := n.saveState(); err != nil {
 		return n, err
 	}
@@ -848,29 +852,42 @@ func (n *Node) Stop() {
 	}
 }
 
-// killContainers ends every task of the node's containerd (and so their
-// shims).
+// killContainers kills every process of the pods (whatever runs in the
+// kubelet's kubepods cgroups: sandboxes and containers), which ends their
+// tasks, fast and without the API.
 func (n *Node) killContainers() {
-	if _, err := n.Ctr("version"); err != nil {
-		return
-	}
-	out, _ := n.Ctr("tasks", "ls", "-q")
-	ids := strings.Fields(out)
-	for _, id := range ids {
-		n.Ctr("tasks", "kill", "-a", "-s", "SIGKILL", id)
-	}
-	for _, id := range ids {
-		for i := 0; i < 50; i++ {
-			if _, err := n.Ctr("tasks", "delete", "-f", id); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		if killCgroupProcs() == 0 {
+			return
 		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	out, _ = n.Ctr("containers", "ls", "-q")
-	for _, id := range strings.Fields(out) {
-		n.Ctr("containers", "rm", id)
+}
+
+// killCgroupProcs SIGKILLs the processes in the kubepods cgroups and says
+// how many there were.
+func killCgroupProcs() int {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	if fi, err := os.Stat("/sys/fs/cgroup/kubepods"); err == nil && fi.IsDir() {
+		roots = append(roots, "/sys/fs/cgroup/kubepods")
 	}
+	seen := 0
+	for _, r := range roots {
+		filepath.WalkDir(r, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+					syscall.Kill(pid, syscall.SIGKILL)
+					seen++
+				}
+			}
+			return nil
+		})
+	}
+	return seen
 }
 
 // cleanHost undoes what the node changed on the host, from n.st.
@@ -882,6 +899,7 @@ func (n *Node) cleanHost() {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	n.killContainers()
 	n.killShims()
 	// Mounts under the node's directories and the hardcoded ones, deepest first.
 	unmountUnder(append([]string{workDir, runDir}, n.st.Created...)...)
@@ -901,6 +919,14 @@ func (n *Node) cleanHost() {
 		exec.Command(filepath.Join(n.BinDir, "kube-proxy"), "--cleanup").Run()
 	}
 	for exec.Command("iptables", "-w", "-D", "FORWARD", "-j", Chain).Run() == nil {
+	}
+	if !n.st.KubeFirewall {
+		for _, c := range []string{"INPUT", "OUTPUT"} {
+			for exec.Command("iptables", "-w", "-D", c, "-j", "KUBE-FIREWALL").Run() == nil {
+			}
+		}
+		exec.Command("iptables", "-w", "-F", "KUBE-FIREWALL").Run()
+		exec.Command("iptables", "-w", "-X", "KUBE-FIREWALL").Run()
 	}
 	exec.Command("iptables", "-w", "-F", Chain).Run()
 	exec.Command("iptables", "-w", "-X", Chain).Run()

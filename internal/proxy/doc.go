@@ -4,10 +4,15 @@
 // sniffing) and the SOCKS5 listener — and the flow every request and
 // tunnel takes:
 //
-//	accept → admit (admit.go: client allow-list and limits, destination,
-//	loop check, route, deny, destination limits) → dial (dial.go: direct
-//	through the SSRF guard, or through an upstream pool's Do) → relay or
-//	forward → one log line (accesslog.go)
+//	accept (accept.go: the loop every listener shares, the client's
+//	connection slot) → admit (admit.go: client allow-list and limits,
+//	destination, loop check, route, deny, the approved address a member
+//	is asked for, destination limits) → dial (dial.go: direct through the
+//	SSRF guard, or through an upstream pool's Do; failures typed by
+//	internal/transport) → relay or forward → one log line (accesslog.go)
+//
+// Each connection has its own context, derived from the server's, which
+// Shutdown cancels when it cuts connections off.
 //
 // Each listener speaks only its protocol and hands the destination it
 // parsed to admit. Forwarded requests (forward.go, respond.go) are

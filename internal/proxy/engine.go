@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -51,12 +52,16 @@ type clientConn struct {
 	// slot is the client's connection slot (limit.Clients), released when
 	// the connection closes; nil without a limit.
 	slot   func()
-	peek   func() error // cc.peekByte, made once
-	x      exchange     // the forwarded request in progress (reused)
-	meters meters       // the metrics its requests counted last
+	x      exchange // the forwarded request in progress (reused)
+	meters meters   // the metrics its requests counted last
 	// authKeys name the idle connections authenticated for this client
 	// (through NTLM and Negotiate members), closed when it ends.
 	authKeys []originKey
+	// ctx is the connection's, derived from the server's: cancelled when
+	// the connection ends, or by Shutdown when it cuts connections off.
+	ctx    context.Context
+	cancel context.CancelFunc
+	w      connWatch // the watch of the client while a request waits
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
@@ -228,10 +233,10 @@ func (cc *clientConn) handOff(ev *event) {
 func (cc *clientConn) serve() {
 	s := cc.s
 	cc.remote = cc.c.RemoteAddr().String()
-	cc.peek = cc.peekByte
 	cc.r.MaxHeaderBytes = s.opts.MaxHeaderBytes
 	cc.r.Reset(cc.c)
 	cc.bw = http1.GetWriter(cc.c)
+	cc.ctx, cc.cancel = context.WithCancel(s.ctx)
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("panic serving a connection", "listener", "proxy", "client", cc.remote,
@@ -243,6 +248,7 @@ func (cc *clientConn) serve() {
 				cc.slot()
 			}
 		}
+		cc.cancel()
 		cc.state.Store(connDone)
 		cc.dropAuthConns()
 		s.untrackConn(cc)

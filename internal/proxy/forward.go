@@ -110,7 +110,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if s.alog != nil {
 		ev.url = x.scheme + "://" + scrubHost(req.URL.Host) + req.URL.EscapedPath() // no query: it may hold tokens
 	}
-	a, e := s.admit(s.ctx, ev, &target{hostport: req.URL.Host, defPort: defPort, via: req.Header["Via"], auth: proxyAuth(req.Header)})
+	a, e := s.admit(cc.ctx, ev, &target{hostport: req.URL.Host, defPort: defPort, via: req.Header["Via"], auth: proxyAuth(req.Header)})
 	if e != nil {
 		return cc.fail(req, ev, e, false)
 	}
@@ -125,10 +125,10 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	// While a request without a body waits on the far side, its client is
 	// watched: one that leaves cancels the wait. (A body's copy reads the
 	// client itself.)
-	x.ctx = s.ctx
+	x.ctx = cc.ctx
 	var stop func() ([]byte, bool)
 	if x.Framing.Kind == http1.BodyNone {
-		x.ctx, stop = watchClient(s.ctx, cc.c, cc.peek, x.Interrupt)
+		x.ctx, stop = cc.watchClient(x.Interrupt)
 	}
 	resp, err := x.roundTrip()
 	if stop != nil {

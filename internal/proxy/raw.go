@@ -2,18 +2,12 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"net"
-	"net/http"
 	"net/netip"
 	"runtime/debug"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
-
-	"egret.io/egret/internal/metrics"
-	"egret.io/egret/internal/proxystatus"
 )
 
 // rawListeners tracks the listeners that are not HTTP servers (transparent,
@@ -178,7 +172,7 @@ func (s *Server) serveRaw(ln net.Listener, kind string, handle func(ctx context.
 	return s.accept(ln, kind, func(c net.Conn, slot func()) {
 		ev := &event{kind: kind, client: c.RemoteAddr().String(), start: time.Now()}
 		ev.release.add(slot) // released when the connection's event finishes
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(s.ctx)
 		if !s.raw.track(c, cancel) {
 			cancel()
 			c.Close()
@@ -198,87 +192,4 @@ func (s *Server) serveRaw(ln net.Listener, kind string, handle func(ctx context.
 			handle(ctx, c, ev)
 		}()
 	})
-}
-
-// accept registers ln, then accepts connections and passes each to serve
-// (which must not block) until Shutdown, when it returns
-// http.ErrServerClosed. A client over its connection limit is refused at
-// once (refuseConn); the others come with their connection slot (nil
-// without a limit), which serve must release when the connection closes.
-func (s *Server) accept(ln net.Listener, kind string, serve func(c net.Conn, slot func())) error {
-	if !s.raw.add(ln) {
-		ln.Close()
-		return http.ErrServerClosed
-	}
-	s.NoteListener(ln.Addr())
-	s.startReaper()
-	var delay time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if s.raw.isClosed() {
-				return http.ErrServerClosed
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			// Out of file descriptors, an aborted handshake...: back off
-			// like net/http and keep serving.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			reason := "other"
-			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				reason = "too_many_open_files"
-			}
-			if s.m != nil {
-				s.m.AcceptErrors.WithLabelValues(kind, reason).Inc()
-			}
-			s.log.Warn("accept failed; retrying", "listener", ln.Addr().String(), "error", err.Error(), "retry_in", delay.String())
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		slot, e := s.admitConn(c)
-		if e != nil {
-			s.refuseConn(kind, c, e)
-			continue
-		}
-		serve(c, slot)
-	}
-}
-
-// admitConn takes the client's connection slot, or returns the refusal.
-func (s *Server) admitConn(c net.Conn) (func(), *proxystatus.Error) {
-	l := s.opts.Protection.ClientConns
-	if l == nil {
-		return nil, nil
-	}
-	key := "unknown"
-	if ip, ok := clientIP(c.RemoteAddr().String()); ok {
-		key = ip.String()
-	}
-	rel, err := l.Acquire(key)
-	if err != nil {
-		return nil, s.limitErr(err)
-	}
-	return rel, nil
-}
-
-// refuseConn turns away a connection that was refused before it was read
-// from: an HTTP client gets the error as a response (it may read it before
-// or after sending its request), the others are closed. The refusal is
-// logged like any request.
-func (s *Server) refuseConn(kind string, c net.Conn, e *proxystatus.Error) {
-	ev := &event{kind: kind, client: c.RemoteAddr().String(), start: time.Now(), err: e, status: e.Code()}
-	s.finish(ev)
-	if kind != metrics.KindHTTP {
-		c.Close()
-		return
-	}
-	go func() {
-		c.SetWriteDeadline(time.Now().Add(refuseLinger))
-		if proxystatus.WriteRaw(c, e, true) == nil {
-			lingerClose(c)
-		}
-		c.Close()
-	}()
 }

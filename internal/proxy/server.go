@@ -115,10 +115,12 @@ type Server struct {
 	// (a label lookup per lookup would allocate); nil without metrics.
 	dnsOK, dnsErr prometheus.Counter
 
-	// ctx is the context of routing and dialling. It is never cancelled:
-	// every stage has its own timeout, and a cancellable parent would cost
-	// every dial a registration.
-	ctx context.Context
+	// ctx is the parent of every connection's context (each connection
+	// derives its own once, so a dial registers with its connection's,
+	// never with this shared one); Shutdown cancels it when it cuts
+	// connections off, and when it returns.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	connsMu     sync.Mutex
 	conns       map[*clientConn]struct{} // explicit listener's client connections
@@ -178,7 +180,7 @@ func New(opts Options, st *State) (*Server, error) {
 		tunnels: map[*relay.Tunnel]string{},
 		stop:    make(chan struct{}),
 	}
-	s.ctx = context.Background()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.m != nil {
 		s.dnsOK, s.dnsErr = s.m.DNSLookups.WithLabelValues("ok"), s.m.DNSLookups.WithLabelValues("error")
 	}
@@ -255,6 +257,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
+			s.cancel() // what still resolves, dials or waits gives up
 			s.closeConns()
 			s.raw.abort()
 			s.closeTunnels()
@@ -265,6 +268,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closeConns()
 	s.origins.Close()
+	s.cancel()
 	select {
 	case <-s.stop:
 	default:

@@ -159,6 +159,13 @@ func startUpstreamToken(ctx context.Context, cfg *config.Proxy, p *process, log 
 		return nil, err
 	}
 	cs.lastReload = time.Now()
+	sent := false
+	for _, m := range cfg.Pools[config.DefaultPool].Members {
+		sent = sent || (!m.OwnAuth && TokenTarget(m.URL))
+	}
+	if !sent {
+		log.Warn("the upstream token is sent to no member: only the default pool's members (UPSTREAM_PROXY) get it, over https:// or to a Service name or private address", "file", path)
+	}
 	tf.Reloaded = func(err error) {
 		p.m.ConfigReloads.WithLabelValues("token", cs.reloaded(err)).Inc()
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 // command builds it (config.Load, then Run).
 type egret struct {
 	Proxy, Admin string
+	SOCKS        string // when SOCKS_LISTEN_ADDR is set
 	Log          *testutil.SyncBuffer
 	ConfigFile   string         // the YAML file, as the command watches it
 	Hangup       chan os.Signal // SIGHUP, as the command delivers it
@@ -84,7 +85,7 @@ func runEgret(t *testing.T, env map[string]string, yaml string, hosts map[string
 			t.Logf("egret log:\n%s", logs.String())
 		}
 	})
-	return &egret{Proxy: a.Proxy, Admin: a.Admin, Log: logs, ConfigFile: src.File, Hangup: hup}
+	return &egret{Proxy: a.Proxy, Admin: a.Admin, SOCKS: a.SOCKS, Log: logs, ConfigFile: src.File, Hangup: hup}
 }
 
 func (e *egret) metrics(t *testing.T) string {

@@ -2,6 +2,9 @@ package proxyd
 
 import (
 	"crypto/tls"
+	"net/netip"
+	"net/url"
+	"strings"
 
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/credentials"
@@ -25,6 +28,11 @@ func BuildState(cfg *config.Proxy, health *upstream.Health, store *credentials.S
 	for name, pc := range cfg.Pools {
 		p := &upstream.Pool{Name: name, Members: newMembers(pc.Members), Policy: pc.Policy, Backoff: pc.Backoff,
 			ConnectTimeout: positive(cfg.Timeouts.UpstreamConnect), Health: health, Credentials: store}
+		if cfg.Credentials.TokenFile != "" {
+			// The pod's token goes to the gateway it was injected for
+			// and nowhere else.
+			p.CredentialsFor = func(m *upstream.Member) bool { return name == config.DefaultPool && TokenTarget(m.URL) }
+		}
 		if pc.RootCAs != nil || pc.ServerName != "" {
 			p.TLSConfig = &tls.Config{RootCAs: pc.RootCAs, ServerName: pc.ServerName}
 		}
@@ -32,6 +40,31 @@ func BuildState(cfg *config.Proxy, health *upstream.Health, store *credentials.S
 	}
 	return st, nil
 }
+
+// TokenTarget reports whether a sidecar's service-account token may be
+// sent to the proxy at u (in the default pool: the gateway the webhook
+// injected, UPSTREAM_PROXY): over TLS (https://), or in clear only to a
+// host on the cluster's network — a Service name (".svc", ".svc.<cluster
+// domain>") or a private address (RFC 1918, RFC 6598, IPv6 unique local,
+// loopback: the pod itself).
+// Never over SOCKS5, which has no place for it.
+func TokenTarget(u *url.URL) bool {
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+	default:
+		return false
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		a = a.Unmap()
+		return a.IsPrivate() || a.IsLoopback() || cgnat.Contains(a)
+	}
+	return strings.HasSuffix(host, ".svc") || strings.Contains(host, ".svc.")
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // newMembers makes the live members of specs.
 func newMembers(specs []upstream.MemberSpec) []*upstream.Member {

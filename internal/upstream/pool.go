@@ -60,6 +60,9 @@ type Pool struct {
 	// Credentials is given to members without credentials of their own
 	// (nil: such members do not authenticate).
 	Credentials *credentials.Store
+	// CredentialsFor, when set, says which of those members get
+	// Credentials (a sidecar's token goes only to its gateway).
+	CredentialsFor func(*Member) bool
 	// Dialer dials members; nil means a net.Dialer with DefaultDialTimeout.
 	Dialer interface {
 		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
@@ -104,7 +107,7 @@ func (p *Pool) snapshot() *snapshot {
 		p.Health = &Health{}
 	}
 	for _, m := range p.Members {
-		m.UseStore(p.Credentials)
+		m.UseStore(p.credentialsFor(m))
 		m.h = p.Health.entry(p.Name, m.Name)
 	}
 	s := newSnapshot(append([]*Member(nil), p.Members...))
@@ -130,7 +133,7 @@ func (p *Pool) SetMembers(ms []*Member) (removed []*Member) {
 	next := make([]*Member, 0, len(ms))
 	kept := map[*Member]bool{}
 	for _, m := range ms {
-		m.UseStore(p.Credentials)
+		m.UseStore(p.credentialsFor(m))
 		if o := byName[m.Name]; o != nil && o.same(m) {
 			m = o
 		}
@@ -792,4 +795,13 @@ func blamesDestination(h http.Header) bool {
 		}
 	}
 	return false
+}
+
+// credentialsFor is the store m may use: Credentials, unless
+// CredentialsFor refuses it.
+func (p *Pool) credentialsFor(m *Member) *credentials.Store {
+	if p.CredentialsFor != nil && !p.CredentialsFor(m) {
+		return nil
+	}
+	return p.Credentials
 }

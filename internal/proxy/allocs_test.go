@@ -18,12 +18,12 @@ import (
 // lowers the ceiling with it.
 const (
 	// maxForwardAllocs bounds one keep-alive GET forwarded direct to a
-	// kept-alive origin (34 now).
-	maxForwardAllocs = 40
+	// kept-alive origin (28 now).
+	maxForwardAllocs = 32
 	// maxConnectAllocs bounds one CONNECT tunnel from the client's dial
-	// to the origin's close, one request through it (129 now, of which
+	// to the origin's close, one request through it (122 now, of which
 	// the test's client and origin take about 30).
-	maxConnectAllocs = 140
+	maxConnectAllocs = 132
 )
 
 func TestAllocsForward(t *testing.T) {

@@ -23,7 +23,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 	s := cc.s
 	ev := &event{kind: metrics.KindConnect, client: cc.remote, method: req.Method, dest: scrubHost(req.Host), start: time.Now()}
 	refuse := func(e *proxystatus.Error) bool { return cc.fail(req, ev, e, false) }
-	ctx, stop := watchClient(cc.ctx, cc.c, cc.peek, nil)
+	ctx, stop := cc.watchClient(nil)
 	a, e := s.admit(ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true, auth: proxyAuth(req.Header)})
 	var sc *Conn
 	var err error

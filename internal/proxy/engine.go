@@ -52,9 +52,8 @@ type clientConn struct {
 	// slot is the client's connection slot (limit.Clients), released when
 	// the connection closes; nil without a limit.
 	slot   func()
-	peek   func() error // cc.peekByte, made once
-	x      exchange     // the forwarded request in progress (reused)
-	meters meters       // the metrics its requests counted last
+	x      exchange // the forwarded request in progress (reused)
+	meters meters   // the metrics its requests counted last
 	// authKeys name the idle connections authenticated for this client
 	// (through NTLM and Negotiate members), closed when it ends.
 	authKeys []originKey
@@ -62,6 +61,7 @@ type clientConn struct {
 	// the connection ends, or by Shutdown when it cuts connections off.
 	ctx    context.Context
 	cancel context.CancelFunc
+	w      connWatch // the watch of the client while a request waits
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
@@ -233,7 +233,6 @@ func (cc *clientConn) handOff(ev *event) {
 func (cc *clientConn) serve() {
 	s := cc.s
 	cc.remote = cc.c.RemoteAddr().String()
-	cc.peek = cc.peekByte
 	cc.r.MaxHeaderBytes = s.opts.MaxHeaderBytes
 	cc.r.Reset(cc.c)
 	cc.bw = http1.GetWriter(cc.c)

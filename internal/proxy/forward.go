@@ -128,7 +128,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	x.ctx = cc.ctx
 	var stop func() ([]byte, bool)
 	if x.Framing.Kind == http1.BodyNone {
-		x.ctx, stop = watchClient(cc.ctx, cc.c, cc.peek, x.Interrupt)
+		x.ctx, stop = cc.watchClient(x.Interrupt)
 	}
 	resp, err := x.roundTrip()
 	if stop != nil {

@@ -82,6 +82,57 @@ func (w *clientWatch) stop() ([]byte, bool) {
 	return w.got, w.gone
 }
 
+// connWatch is the explicit listener's watch of its client: clientWatch
+// without a context or a timer of its own. A connection has one, reused by
+// each request and tunnel it carries, and a client that goes away cancels
+// the connection's context (the connection ends with it), so a watch
+// costs no allocation but its done channel.
+type connWatch struct {
+	cc        *clientConn
+	timer     *time.Timer
+	done      chan struct{}
+	gone      bool
+	interrupt func()
+	stopFn    func() ([]byte, bool) // stop, bound once
+}
+
+// watchClient is watchClient for the connection's own waits: it returns
+// the connection's context and the function that ends the watch.
+func (cc *clientConn) watchClient(interrupt func()) (context.Context, func() ([]byte, bool)) {
+	w := &cc.w
+	w.interrupt, w.gone = interrupt, false
+	w.done = make(chan struct{})
+	if w.timer == nil {
+		w.cc, w.stopFn = cc, w.stop
+		w.timer = time.AfterFunc(watchDelay, w.run)
+	} else {
+		w.timer.Reset(watchDelay)
+	}
+	return cc.ctx, w.stopFn
+}
+
+func (w *connWatch) run() {
+	defer close(w.done)
+	if err := w.cc.peekByte(); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		w.gone = true
+		w.cc.cancel() // the client is gone: so is the connection
+		if w.interrupt != nil {
+			w.interrupt()
+		}
+	}
+}
+
+// stop ends the watch and reports whether the client went away.
+func (w *connWatch) stop() ([]byte, bool) {
+	if w.timer.Stop() {
+		return nil, false // it never started
+	}
+	w.cc.c.SetReadDeadline(time.Unix(1, 0)) // in the past: the read returns
+	<-w.done
+	w.cc.c.SetReadDeadline(time.Time{})
+	return nil, w.gone
+}
+
 // errClientLeft is the cause of a request given up because its client
 // went away while it waited: the one sentinel (transport.ErrClientLeft,
 // http1's), so errors.Is matches it wherever it was made.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -104,4 +105,42 @@ func TestClientGoneCancelsTheWait(t *testing.T) {
 	})
 	// One line per listener says the client left.
 	waitFor(t, func() bool { return strings.Count(l.Log.String(), `"status":0,"error":"connection_terminated"`) == 4 })
+}
+
+// TestWatchReusedOnKeepAlive: the explicit listener's watch is one per
+// connection, reused by each request: requests that wait past watchDelay
+// (so the watch reads the client each time) are answered one after the
+// other on one connection, and a client that leaves during a later wait
+// still cancels it.
+func TestWatchReusedOnKeepAlive(t *testing.T) {
+	gaveUp := make(chan struct{}, 1)
+	_, port := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			select {
+			case <-r.Context().Done():
+				gaveUp <- struct{}{}
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
+		time.Sleep(2 * watchDelay)
+		io.WriteString(w, "slow "+r.URL.Path)
+	}))
+	p := startProxy(t, proxyConf{hosts: map[string]string{"slow.test": "127.0.0.1"}})
+	rc := dialRaw(t, p.Addr)
+	for _, path := range []string{"/1", "/2", "/3"} {
+		rc.Send("GET http://slow.test:%s%s HTTP/1.1\r\nHost: slow.test:%s\r\n\r\n", port, path, port)
+		resp, body := rc.Read("GET")
+		if resp.StatusCode != 200 || body != "slow "+path {
+			t.Fatalf("%s: %d %q", path, resp.StatusCode, body)
+		}
+	}
+	rc.Send("GET http://slow.test:%s/hang HTTP/1.1\r\nHost: slow.test:%s\r\n\r\n", port, port)
+	time.Sleep(2 * watchDelay)
+	rc.C.Close()
+	select {
+	case <-gaveUp:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the origin's request went on after the client left during a later wait")
+	}
 }

@@ -32,9 +32,9 @@ func BuildState(cfg *config.Proxy, health *upstream.Health, store *credentials.S
 			// The pod's token goes to the gateway it was injected for
 			// and nowhere else.
 			p.CredentialsFor = func(m *upstream.Member) bool { return name == config.DefaultPool && TokenTarget(m.URL) }
-			if pc.RootCAs != nil || pc.ServerName != "" {
-				p.TLSConfig = &tls.Config{RootCAs: pc.RootCAs, ServerName: pc.ServerName}
-			}
+		}
+		if pc.RootCAs != nil || pc.ServerName != "" {
+			p.TLSConfig = &tls.Config{RootCAs: pc.RootCAs, ServerName: pc.ServerName}
 		}
 		st.Pools[name] = p
 	}

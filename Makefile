@@ -6,7 +6,7 @@ PKGS  ?= ./...
 # Test timeout for the whole suite; e2e tests start real Squids, clients and an API server.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help build image image-iptables test test-deps test-short vet fmt fuzz bench bench-go bench-compare bench-referee clean
+.PHONY: help build image image-iptables release test test-deps test-short vet fmt fuzz bench bench-go bench-compare bench-referee clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -48,6 +48,9 @@ image-iptables: build ## the image plus iptables-nft/legacy from Debian packages
 	./scripts/image-debs.sh $(EGRET_CACHE)/image-debs
 	$(GO) run ./deploy/image -binary linux/$$($(GO) env GOARCH)=$(BIN) -debs $(EGRET_CACHE)/image-debs -iptables-debs $(EGRET_CACHE)/image-debs \
 	  -version '$(VERSION)' -revision '$(COMMIT)' -created '$(BUILD_DATE)' -sbom bin -o bin/egret-iptables-oci -tag $(IMAGE)-iptables
+
+release: ## dist/VERSION/: both images (OCI archives, amd64+arm64), the chart pinned by digest, egret.yaml, SBOMs, checksums, signatures and SLSA provenance (COSIGN_KEY), verified; docs/release.md
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' BUILD_DATE='$(BUILD_DATE)' GO='$(GO)' EGRET_CACHE='$(EGRET_CACHE)' ./scripts/release.sh
 
 test-deps: ## install everything the tests use (apt, npm, kube-apiserver/etcd and Debian packages into EGRET_CACHE)
 	./scripts/test-deps.sh

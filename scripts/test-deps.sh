@@ -4,7 +4,13 @@
 # does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each part's wall time is printed, so the README's cold and warm figures are
+# measured (the CI log has them).
+total=$SECONDS
 for part in scripts/deps/*.sh; do
   echo "== test-deps: $part" >&2
+  start=$SECONDS
   bash "$part"
+  echo "== test-deps: $part done in $((SECONDS - start))s" >&2
 done
+echo "== test-deps: all parts done in $((SECONDS - total))s" >&2

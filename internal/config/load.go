@@ -159,6 +159,7 @@ func compile(f *File, src Sources) (*Proxy, error) {
 	l.gateway(f, p, bad)
 	l.limits(f, p, bad)
 	l.policy(p, bad)
+	l.intercept(f, p, bad)
 	l.timeouts(f, p, bad)
 	l.logging(f, p, bad)
 	if len(errs) > 0 {

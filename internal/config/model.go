@@ -75,6 +75,9 @@ type Proxy struct {
 	Limits Limits
 	// Policy is per-workload egress at the gateway (policy.go).
 	Policy Policy
+	// Intercept is TLS interception at the gateway (intercept.go); nil
+	// when off.
+	Intercept *Intercept
 
 	Resolver resolve.Config
 	// Timeouts are the proxy's own (proxy.Timeouts: zero takes the

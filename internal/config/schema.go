@@ -42,6 +42,9 @@ type File struct {
 	Timeouts TimeoutsSpec `json:"timeouts,omitempty"`
 	Drain    DrainSpec    `json:"drain,omitempty"`
 	Log      LogSpec      `json:"log,omitempty"`
+	// Intercept is selective TLS interception at the gateway: the CA, the
+	// sites, their credentials and method/path rules (docs/interception.md).
+	Intercept InterceptSpec `json:"intercept,omitempty"`
 }
 
 // MatchSpec lists what a rule matches. Hosts are exact names (or IPs);

@@ -178,6 +178,7 @@ func needsRestart(old, cfg *config.Proxy) []string {
 		{"log", [3]any{old.LogLevel, old.LogFormat, old.AccessLog}, [3]any{cfg.LogLevel, cfg.LogFormat, cfg.AccessLog}},
 		{"admin (pprof, token file)", [2]any{old.PProf, old.AdminTokenFile}, [2]any{cfg.PProf, cfg.AdminTokenFile}},
 		{"policy (EGRET_POLICY, token audience, rate-limit service)", old.Policy, cfg.Policy},
+		{"intercept", old.Intercept, cfg.Intercept},
 	} {
 		if !reflect.DeepEqual(c.was, c.now) {
 			out = append(out, c.name)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# GNU Wget 1.25.0 (Debian 13 trixie) and curl 8.21.0 (trixie-backports) for
+# GNU Wget 1.25.0 (Debian 13 trixie) and curl 8.23.0 (trixie-backports) for
 # the NO_PROXY differential tests (internal/noproxy): the wget row ends at
-# 1.25.0 and the curl row at 8.21.0, Debian 12 has 1.21.3 and 7.88. Their
+# 1.25.0 and the curl row at 8.23.0, Debian 12 has 1.21.3 and 7.88. Their
 # .debs and those of every library they need, trixie's glibc among them, are
 # fetched with apt and a private source list (the system's apt sources, wget
 # and curl stay as they are) and unpacked into $EGRET_CACHE/debian-trixie;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tools for the deploy/ tests, into a cache the tests find them in:
-#   $EGRET_CACHE/tools/helm-<v>, kubeconform-<v>   (EGRET_CACHE defaults to ~/.cache/egret)
+#   $EGRET_CACHE/tools/helm-<v>, kubeconform-<v>, release-<hash>   (EGRET_CACHE defaults to ~/.cache/egret)
 #     built from source with their own go.mod under tools/ (none of their
 #     dependencies enters egret's go.mod);
 #   $EGRET_CACHE/tools/promtool-<debian version>
@@ -34,6 +34,20 @@ for t in "${tools[@]}"; do
   mv -f "$tmp" "$out"
   echo "$name $v ready after $(( $(date +%s) - start ))s" >&2
 done
+
+# release: make release's signer and verifier (tools/release, sigstore-go),
+# keyed by its sources; the release test verifies with it.
+v="$(cat tools/release/go.mod tools/release/go.sum tools/release/*.go | sha256sum | cut -c1-12)"
+out="$dir/release-$v"
+if [ ! -x "$out" ]; then
+  echo "building release $v into $out (once)" >&2
+  start=$(date +%s)
+  tmp="$(mktemp "$dir/.release.XXXXXX")"
+  (cd tools/release && CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" "$GO" build -trimpath -ldflags '-s -w' -o "$tmp" .)
+  mv -f "$tmp" "$out"
+  echo "release $v ready after $(( $(date +%s) - start ))s" >&2
+fi
+ln -sfn "release-$v" "$dir/release"
 
 # promtool: Debian's prometheus package, unpacked (not installed: no service).
 v="$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^  Candidate: //p')"

@@ -90,7 +90,7 @@ func TestGatewayInstallUninstall(t *testing.T) {
 		}
 	}
 
-	// Sidecar mode (namespace annotation): a native sidecar per pod, Ready
+	// Sidecar mode (pod annotation): a native sidecar per pod, Ready
 	// with zero restarts (its probes reach the admin listener on the pod
 	// IP), HTTP and HTTPS go sidecar → gateway → an upstream Squid with
 	// Basic auth whose URL and credentials the gateway reads from the
@@ -106,8 +106,10 @@ func TestGatewayInstallUninstall(t *testing.T) {
 	}
 	n.KubectlT(t, "apply", "-f", sf)
 	sns := namespace(t, n, "sidecars", map[string]string{"egret.io/inject": "enabled"})
-	n.KubectlT(t, "annotate", "namespace", sns, "egret.io/mode=sidecar")
-	sp := clientPod(t, n, sns, "client")
+	// The pod's annotation, not the namespace's: the webhook reads
+	// namespaces from its cache, which a namespace annotated a moment ago
+	// may not have reached yet.
+	sp := clientPod(t, n, sns, "client", "egret.io/mode", "sidecar")
 	if len(sp.Spec.InitContainers) != 1 || sp.Spec.InitContainers[0].Name != "egret-proxy" {
 		t.Fatalf("sidecar mode: init containers %+v", sp.Spec.InitContainers)
 	}

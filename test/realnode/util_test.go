@@ -116,10 +116,14 @@ func namespace(t testing.TB, n *realnode.Node, name string, labels map[string]st
 
 // clientPod creates a pod running the client image (sleep) and returns it
 // once Ready.
-func clientPod(t testing.TB, n *realnode.Node, ns, name string) *corev1.Pod {
+func clientPod(t testing.TB, n *realnode.Node, ns, name string, annotations ...string) *corev1.Pod {
 	t.Helper()
+	ann := map[string]string{}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		ann[annotations[i]] = annotations[i+1]
+	}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: new(int64),
 			Containers: []corev1.Container{{

@@ -45,6 +45,7 @@ func (s *Server) interceptSite(a *admission) *intercept.Site {
 func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []byte, sc *Conn, a *admission, site *intercept.Site) {
 	ev.site = site.Name
 	ev.intercepted = true
+	client = &touchConn{Conn: client, t: t}
 	if len(early) > 0 {
 		client = &prefixConn{Conn: client, prefix: early}
 	}
@@ -98,6 +99,39 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 		s.finish(ev)
 		s.removeTunnel(t)
 	}()
+}
+
+// touchConn marks its tunnel active on every read and write, so the idle
+// reaper (Timeouts.TunnelIdle) never cuts an intercepted tunnel that still
+// carries traffic: the engine, not relay, moves its bytes.
+type touchConn struct {
+	net.Conn
+	t *relay.Tunnel
+}
+
+func (c *touchConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.t.Touch()
+	}
+	return n, err
+}
+
+func (c *touchConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.t.Touch()
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection when it can (an exempt tunnel's
+// relay).
+func (c *touchConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // logIntercept writes the interception fields of a tunnel's line.

@@ -37,4 +37,7 @@ func TestInterceptTouch(t *testing.T) {
 	if !tun.LastActivity().After(afterRead) {
 		t.Fatal("a write did not mark the tunnel active")
 	}
+	if c.up.Load() != 1 || c.down.Load() != 1 {
+		t.Errorf("bytes up %d down %d, want 1 and 1", c.up.Load(), c.down.Load())
+	}
 }

@@ -97,6 +97,8 @@ func TestGatewayIntercept(t *testing.T) {
 	for _, n := range names {
 		fmt.Fprintf(&hb, "%s %s\n", originIP, n)
 	}
+	// A site's name that resolves to an address the SSRF guard refuses.
+	hb.WriteString("127.0.0.1 internal.partner.example\n")
 	writeFile(t, hosts, hb.String())
 
 	w := &world{ns: ns, dir: dir}
@@ -128,7 +130,7 @@ func TestGatewayIntercept(t *testing.T) {
 			t.Errorf("the client received the credential: %q", out)
 		}
 		line := tunnelLine(t, egretLog, "api.partner.example:443")
-		if line["intercepted"] != true || line["site"] != ".partner.example" {
+		if line["intercepted"] != true || line["site"] != ".partner.example" || line["bytes_up"].(float64) < 200 || line["bytes_down"].(float64) < 200 {
 			t.Errorf("tunnel line %v", line)
 		}
 		// The method/path rules: DELETE and a path outside /v1 are 403.
@@ -205,6 +207,15 @@ print(r.status_code, r.text.strip())`
 			t.Errorf("blocked: %q %v, want the CONNECT refused with 403", out, err)
 		}
 		if line := tunnelLine(t, egretLog, "blocked.partner.example:443"); line["status"] != float64(403) || line["intercepted"] != nil {
+			t.Errorf("line %v", line)
+		}
+		// The SSRF guard judges the approved address before anything is
+		// intercepted: a site's name resolving to loopback is refused.
+		_, err = curl(bundle, "https://internal.partner.example/v1/x")
+		if err == nil || !strings.Contains(err.Error(), "CONNECT tunnel failed, response 403") {
+			t.Errorf("internal: %v, want the CONNECT refused with 403 by the SSRF guard", err)
+		}
+		if line := tunnelLine(t, egretLog, "internal.partner.example:443"); line["status"] != float64(403) || line["intercepted"] != nil {
 			t.Errorf("line %v", line)
 		}
 		mu.Lock()

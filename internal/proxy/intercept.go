@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync/atomic"
 
 	"egret.io/egret/internal/intercept"
 	"egret.io/egret/internal/relay"
@@ -45,6 +46,8 @@ func (s *Server) interceptSite(a *admission) *intercept.Site {
 func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []byte, sc *Conn, a *admission, site *intercept.Site) {
 	ev.site = site.Name
 	ev.intercepted = true
+	tc := &touchConn{Conn: client, t: t}
+	client = tc
 	if len(early) > 0 {
 		client = &prefixConn{Conn: client, prefix: early}
 	}
@@ -78,14 +81,14 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 		Passthrough: func(conn net.Conn) error {
 			done := make(chan relay.Result, 1)
 			relay.New(conn, sc.Conn).Start(nil, sc.Prefix, func(r relay.Result) { done <- r })
-			r := <-done
-			ev.up, ev.down = r.Up, r.Down
+			<-done
 			return nil
 		},
 	}
 	go func() {
 		res, err := s.opts.Intercept.Engine.Serve(s.ctx, client, tun)
 		ev.exempt, ev.requests, ev.sni = res.Exempt, res.Requests, res.SNI
+		ev.up, ev.down = tc.up.Load(), tc.down.Load()
 		if err != nil {
 			var he *intercept.HandshakeError
 			if errors.As(err, &he) {
@@ -98,6 +101,44 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 		s.finish(ev)
 		s.removeTunnel(t)
 	}()
+}
+
+// touchConn marks its tunnel active on every read and write, so the idle
+// reaper (Timeouts.TunnelIdle) never cuts an intercepted tunnel that still
+// carries traffic: the engine, not relay, moves its bytes. It counts the
+// client's bytes each way for the tunnel's line (TLS records included, as
+// for a relayed tunnel).
+type touchConn struct {
+	net.Conn
+	t        *relay.Tunnel
+	up, down atomic.Int64
+}
+
+func (c *touchConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.t.Touch()
+		c.up.Add(int64(n))
+	}
+	return n, err
+}
+
+func (c *touchConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.t.Touch()
+		c.down.Add(int64(n))
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection when it can (an exempt tunnel's
+// relay).
+func (c *touchConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // logIntercept writes the interception fields of a tunnel's line.

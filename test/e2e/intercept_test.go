@@ -97,6 +97,8 @@ func TestGatewayIntercept(t *testing.T) {
 	for _, n := range names {
 		fmt.Fprintf(&hb, "%s %s\n", originIP, n)
 	}
+	// A site's name that resolves to an address the SSRF guard refuses.
+	hb.WriteString("127.0.0.1 internal.partner.example\n")
 	writeFile(t, hosts, hb.String())
 
 	w := &world{ns: ns, dir: dir}
@@ -127,8 +129,8 @@ func TestGatewayIntercept(t *testing.T) {
 		if strings.Contains(out, interceptSecret) {
 			t.Errorf("the client received the credential: %q", out)
 		}
-		line := lastFor(t, egretLog, "api.partner.example:443")
-		if line["intercepted"] != true || line["site"] != ".partner.example" {
+		line := tunnelLine(t, egretLog, "api.partner.example:443")
+		if line["intercepted"] != true || line["site"] != ".partner.example" || line["bytes_up"].(float64) < 200 || line["bytes_down"].(float64) < 200 {
 			t.Errorf("tunnel line %v", line)
 		}
 		// The method/path rules: DELETE and a path outside /v1 are 403.
@@ -177,7 +179,7 @@ print(r.status_code, r.text.strip())`
 		if s := last(); s.auth != "Bearer pod-own-token" {
 			t.Errorf("origin saw %+v, want the client's own header", s)
 		}
-		if line := lastFor(t, egretLog, "plain.example.org:443"); line["intercepted"] != nil {
+		if line := tunnelLine(t, egretLog, "plain.example.org:443"); line["intercepted"] != nil {
 			t.Errorf("tunnel line %v", line)
 		}
 	})
@@ -190,7 +192,7 @@ print(r.status_code, r.text.strip())`
 		if s := last(); s.auth != "Bearer pod-own-token" || s.sni != "pinned.partner.example" {
 			t.Errorf("origin saw %+v, want the client's own handshake and header", s)
 		}
-		line := lastFor(t, egretLog, "pinned.partner.example:443")
+		line := tunnelLine(t, egretLog, "pinned.partner.example:443")
 		if line["intercepted"] != true || line["exempt"] != true {
 			t.Errorf("tunnel line %v", line)
 		}
@@ -204,7 +206,16 @@ print(r.status_code, r.text.strip())`
 		if err == nil || !strings.Contains(err.Error(), "CONNECT tunnel failed, response 403") {
 			t.Errorf("blocked: %q %v, want the CONNECT refused with 403", out, err)
 		}
-		if line := lastFor(t, egretLog, "blocked.partner.example:443"); line["status"] != float64(403) || line["intercepted"] != nil {
+		if line := tunnelLine(t, egretLog, "blocked.partner.example:443"); line["status"] != float64(403) || line["intercepted"] != nil {
+			t.Errorf("line %v", line)
+		}
+		// The SSRF guard judges the approved address before anything is
+		// intercepted: a site's name resolving to loopback is refused.
+		_, err = curl(bundle, "https://internal.partner.example/v1/x")
+		if err == nil || !strings.Contains(err.Error(), "CONNECT tunnel failed, response 403") {
+			t.Errorf("internal: %v, want the CONNECT refused with 403 by the SSRF guard", err)
+		}
+		if line := tunnelLine(t, egretLog, "internal.partner.example:443"); line["status"] != float64(403) || line["intercepted"] != nil {
 			t.Errorf("line %v", line)
 		}
 		mu.Lock()
@@ -225,6 +236,26 @@ print(r.status_code, r.text.strip())`
 	}
 	if !strings.Contains(string(b), `"kind":"intercept"`) {
 		t.Errorf("no per-request intercept line in egret's output")
+	}
+}
+
+// tunnelLine returns the last tunnel line for dest (not the lines of the
+// requests inside it), waiting for it: a tunnel is logged when it ends,
+// which may be just after the client has its answer.
+func tunnelLine(t *testing.T, path, dest string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		lines := logLines(t, path)
+		for i := len(lines) - 1; i >= 0; i-- {
+			if lines[i]["dest"] == dest && lines[i]["msg"] == "tunnel" {
+				return lines[i]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tunnel line for %s", dest)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

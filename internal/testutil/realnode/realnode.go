@@ -81,6 +81,7 @@ type Node struct {
 
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd
+	done  map[*exec.Cmd]chan struct{} // closed when the process is reaped
 	st    state
 	lock  *os.File
 }
@@ -382,11 +383,16 @@ func (n *Node) spawn(name string, env []string, argv ...string) error {
 		lf.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
+	done := make(chan struct{})
 	n.mu.Lock()
 	n.procs[name] = cmd
+	if n.done == nil {
+		n.done = map[*exec.Cmd]chan struct{}{}
+	}
+	n.done[cmd] = done
 	n.st.Pids = append(n.st.Pids, cmd.Process.Pid)
 	n.mu.Unlock()
-	go func() { cmd.Wait(); lf.Close() }()
+	go func() { cmd.Wait(); lf.Close(); close(done) }()
 	return n.saveState()
 }
 
@@ -395,20 +401,16 @@ func (n *Node) stop(name string, grace time.Duration) {
 	n.mu.Lock()
 	cmd := n.procs[name]
 	delete(n.procs, name)
+	done := n.done[cmd]
 	n.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	if cmd == nil || cmd.Process == nil || done == nil {
 		return
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		if syscall.Kill(cmd.Process.Pid, 0) != nil {
-			return
-		}
-		if cmd.ProcessState != nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	select {
+	case <-done:
+		return
+	case <-time.After(grace):
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }

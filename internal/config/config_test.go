@@ -190,7 +190,8 @@ pools:
 
 func TestFullExampleFile(t *testing.T) {
 	p := load(t, Sources{File: "testdata/full.yaml"})
-	if p.Role != RoleGateway || p.Via != "egress-gw" || len(p.Pools) != 2 || p.Timeouts.TunnelIdle != 30*time.Minute {
+	if p.Role != RoleGateway || p.Via != "egress-gw" || len(p.Pools) != 2 || p.Timeouts.TunnelIdle != 30*time.Minute ||
+		p.Intercept == nil || len(p.Intercept.Sites) != 1 || p.Intercept.Sites[0].Credentials[0].Files[0] != "/var/run/secrets/egret/credentials/models-key/token" {
 		t.Errorf("parsed: %+v", p)
 	}
 	for dest, want := range map[string]string{

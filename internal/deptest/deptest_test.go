@@ -39,11 +39,11 @@ var dataPlane = []string{
 var rules = map[string][]string{
 	// builders and commands
 	"cli":    {"config", "discovery", "doctor", "drift", "echo", "ipaddr", "iptables", "kubenode", "lint", "logging", "logsink", "netpol", "noproxy", "policy", "proxyd", "route", "suggest", "version", "webhook"},
-	"proxyd": {"admin", "config", "credentials", "identity", "limit", "metrics", "policy", "proxy", "proxyauth", "ratelimit", "resolve", "route", "socks5", "transport", "trust", "upstream", "watch"},
-	"config": {"credentials", "ipaddr", "limit", "noproxy", "proxy", "proxyauth", "resolve", "route", "suggest", "transport", "upstream"},
+	"proxyd": {"admin", "config", "credentials", "identity", "intercept", "limit", "metrics", "policy", "proxy", "proxyauth", "ratelimit", "resolve", "route", "socks5", "transport", "trust", "upstream", "watch"},
+	"config": {"credentials", "intercept", "ipaddr", "limit", "noproxy", "proxy", "proxyauth", "resolve", "route", "suggest", "transport", "upstream"},
 
 	// the data plane
-	"proxy":     {"http1", "identity", "ipaddr", "limit", "metrics", "origdst", "policy", "proxyauth", "proxystatus", "relay", "resolve", "route", "sniff", "socks5", "transport", "upstream"},
+	"proxy":     {"http1", "identity", "intercept", "ipaddr", "limit", "metrics", "origdst", "policy", "proxyauth", "proxystatus", "relay", "resolve", "route", "sniff", "socks5", "transport", "upstream"},
 	"policy":    {"identity", "ipaddr", "ratelimit", "route"},
 	"route":     {"ipaddr"},
 	"sniff":     nil,

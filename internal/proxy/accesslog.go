@@ -68,6 +68,13 @@ type event struct {
 	wl         Workload
 	policyRule string // the workload's policy rule that allowed the destination
 	sni        string // the tunnel's TLS server name, when checked
+	// intercepted is set for a tunnel the interception engine served
+	// (intercept.go): its site, whether its server name was exempt, the
+	// requests served and why the client's handshake failed.
+	intercepted, exempt bool
+	site                string
+	requests            int64
+	interceptErr        string
 }
 
 // finish ends a request or tunnel: its limit slots are released, and it
@@ -151,6 +158,7 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 	l.str(logKind, ev.kind)
 	l.str(logClient, ev.client)
 	logWorkload(l, ev)
+	logIntercept(l, ev)
 	if ev.method != "" {
 		l.str(logMethod, ev.method)
 	}

@@ -74,6 +74,10 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 			return false
 		}
 	}
+	if site := s.interceptSite(a); site != nil {
+		s.intercept(ev, t, cc.c, early, sc, a, site)
+		return false
+	}
 	s.start(ev, t, early, sc)
 	return false
 }

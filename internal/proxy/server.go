@@ -82,6 +82,10 @@ type Options struct {
 	// Workloads, when set, identifies each client and gives its egress
 	// policy (workload.go); nil: every client gets the routes alone.
 	Workloads Workloads
+	// Intercept, when set, serves admitted CONNECT tunnels to its sites
+	// with the interception engine (intercept.go); nil: every tunnel is
+	// relayed opaque.
+	Intercept *Interception
 }
 
 // State is the part of the configuration a reload replaces. It is

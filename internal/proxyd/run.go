@@ -138,6 +138,9 @@ func Run(ctx context.Context, cfg *config.Proxy, o Options) error {
 	if opts.Workloads, err = startPolicy(bg, cfg, p, st, log); err != nil {
 		return err
 	}
+	if opts.Intercept, err = startIntercept(bg, cfg, opts.AccessLog, log); err != nil {
+		return err
+	}
 	if p.s, err = proxy.New(opts, st); err != nil {
 		return err
 	}

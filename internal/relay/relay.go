@@ -128,6 +128,11 @@ func (t *Tunnel) Start(aPrefix, bPrefix []byte, done func(Result)) {
 // ones end here.
 func (t *Tunnel) Close() { t.closeBoth() }
 
+// Touch records activity on a tunnel whose bytes another component moves
+// (an intercepted tunnel, which is registered but never started), so the
+// idle reaper judges it by its traffic too.
+func (t *Tunnel) Touch() { t.last.Store(time.Now().UnixNano()) }
+
 // LastActivity returns when data last moved (or the tunnel started).
 func (t *Tunnel) LastActivity() time.Time { return time.Unix(0, t.last.Load()) }
 

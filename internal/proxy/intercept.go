@@ -1,0 +1,158 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync/atomic"
+
+	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/relay"
+)
+
+// Interception hands admitted CONNECT tunnels whose target is one of Sites
+// to Engine (internal/intercept) instead of relaying them. Only a tunnel
+// the whole admission path approved gets here; the engine reaches the
+// origin through the same dial as the tunnel, to the addresses admission
+// approved.
+type Interception struct {
+	Engine *intercept.Engine
+	Sites  intercept.Sites
+}
+
+// Access log fields of an intercepted tunnel (each request inside it has
+// its own line, intercept.Event).
+const (
+	logIntercepted = "intercepted" // true when the engine served the tunnel
+	logSite        = "site"        // the site's first host pattern
+	logExempt      = "exempt"      // the TLS server name was exempt: passed through
+	logRequests    = "requests"    // requests served inside the tunnel
+	logIntError    = "intercept_error"
+)
+
+// interceptSite returns the site an admitted tunnel to a is intercepted
+// for, or nil: an opaque tunnel.
+func (s *Server) interceptSite(a *admission) *intercept.Site {
+	if s.opts.Intercept == nil {
+		return nil
+	}
+	return s.opts.Intercept.Sites.Lookup(a.dest.Host)
+}
+
+// intercept serves a registered tunnel (t: the client and sc) with the
+// engine in the background; when it ends the tunnel is unregistered, its
+// limits released and it is logged, as start does for a relayed one.
+func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []byte, sc *Conn, a *admission, site *intercept.Site) {
+	ev.site = site.Name
+	ev.intercepted = true
+	tc := &touchConn{Conn: client, t: t}
+	client = tc
+	if len(early) > 0 {
+		client = &prefixConn{Conn: client, prefix: early}
+	}
+	var origin net.Conn = sc.Conn
+	if len(sc.Prefix) > 0 {
+		origin = &prefixConn{Conn: sc.Conn, prefix: sc.Prefix}
+	}
+	workload := ""
+	if ev.identified && ev.wl.Namespace != "" {
+		workload = ev.wl.Namespace + "/" + ev.wl.ServiceAccount
+	}
+	tun := &intercept.Tunnel{
+		Host: a.dest.Host, Port: strconv.Itoa(int(a.dest.Port)),
+		Client: ev.client, Workload: workload, Site: site,
+		Origin: origin,
+		// Every further connection to the origin is the tunnel's own dial
+		// again: the decision and the addresses admission approved, never
+		// a new lookup, through the SSRF guard or the same pool.
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			c, err := s.dial(ctx, a.st, a.dial, a.dec, a.pin)
+			if err != nil {
+				return nil, err
+			}
+			if len(c.Prefix) > 0 {
+				return &prefixConn{Conn: c, prefix: c.Prefix}, nil
+			}
+			return c, nil
+		},
+		// An exempt server name stays an opaque tunnel to the connection
+		// admission made, the ClientHello replayed.
+		Passthrough: func(conn net.Conn) error {
+			done := make(chan relay.Result, 1)
+			relay.New(conn, sc.Conn).Start(nil, sc.Prefix, func(r relay.Result) { done <- r })
+			<-done
+			return nil
+		},
+	}
+	go func() {
+		res, err := s.opts.Intercept.Engine.Serve(s.ctx, client, tun)
+		ev.exempt, ev.requests, ev.sni = res.Exempt, res.Requests, res.SNI
+		ev.up, ev.down = tc.up.Load(), tc.down.Load()
+		if err != nil {
+			var he *intercept.HandshakeError
+			if errors.As(err, &he) {
+				ev.interceptErr = he.Reason
+			} else {
+				ev.interceptErr = "error"
+			}
+		}
+		sc.Close()
+		s.finish(ev)
+		s.removeTunnel(t)
+	}()
+}
+
+// touchConn marks its tunnel active on every read and write, so the idle
+// reaper (Timeouts.TunnelIdle) never cuts an intercepted tunnel that still
+// carries traffic: the engine, not relay, moves its bytes. It counts the
+// client's bytes each way for the tunnel's line (TLS records included, as
+// for a relayed tunnel).
+type touchConn struct {
+	net.Conn
+	t        *relay.Tunnel
+	up, down atomic.Int64
+}
+
+func (c *touchConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.t.Touch()
+		c.up.Add(int64(n))
+	}
+	return n, err
+}
+
+func (c *touchConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.t.Touch()
+		c.down.Add(int64(n))
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection when it can (an exempt tunnel's
+// relay).
+func (c *touchConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// logIntercept writes the interception fields of a tunnel's line.
+func logIntercept(l *logLine, ev *event) {
+	if !ev.intercepted {
+		return
+	}
+	l.b = append(l.b, `,"intercepted":true`...)
+	l.str(logSite, ev.site)
+	if ev.exempt {
+		l.b = append(l.b, `,"exempt":true`...)
+	}
+	l.int(logRequests, ev.requests)
+	if ev.interceptErr != "" {
+		l.str(logIntError, ev.interceptErr)
+	}
+}

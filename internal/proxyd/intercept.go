@@ -1,0 +1,81 @@
+package proxyd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/proxy"
+)
+
+// startIntercept builds the gateway's interception from cfg.Intercept: the
+// CA directory (followed for rotation), the origin roots, and the sites
+// with their credentials (followed for rotation). Per-request events go to
+// the access log. Nil when interception is off.
+func startIntercept(ctx context.Context, cfg *config.Proxy, accessLog io.Writer, log *slog.Logger) (*proxy.Interception, error) {
+	ic := cfg.Intercept
+	if ic == nil {
+		return nil, nil
+	}
+	iss := &intercept.Issuer{}
+	ca := &intercept.CADir{Path: ic.CADir, Issuer: iss, Reloaded: func(a *intercept.Authority, err error) {
+		if err != nil {
+			log.Error("interception CA not reloaded; the previous CA stays in force", "error", err)
+			return
+		}
+		log.Info("interception CA reloaded", "dir", ic.CADir, "fingerprint", a.Fingerprint())
+	}}
+	a, err := ca.Load()
+	if err != nil {
+		return nil, fmt.Errorf("%w (mount the interception CA Secret there, or fix intercept.ca_dir)", err)
+	}
+	log.Info("interception CA loaded", "dir", ic.CADir, "fingerprint", a.Fingerprint())
+	var extra []byte
+	if ic.OriginCAFile != "" {
+		if extra, err = os.ReadFile(ic.OriginCAFile); err != nil {
+			return nil, fmt.Errorf("intercept.origin_ca_file: %w", err)
+		}
+	}
+	roots, err := intercept.OriginRoots(extra)
+	if err != nil {
+		return nil, fmt.Errorf("intercept.origin_ca_file %s: %w", ic.OriginCAFile, err)
+	}
+	out := &proxy.Interception{Engine: &intercept.Engine{Issuer: iss, RootCAs: roots}}
+	for _, spec := range ic.Sites {
+		site, err := intercept.CompileSite(spec, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range site.Credentials {
+			c.Reloaded = func(err error) {
+				if err != nil {
+					log.Error("intercept credential not reloaded; the previous value stays in force", "error", err)
+				} else {
+					log.Info("intercept credential reloaded", "credential", c.Name)
+				}
+			}
+			if err := c.Load(); err != nil {
+				// Requests to the site are answered 503 until it loads.
+				log.Error("intercept credential not loaded", "site", site.Name, "error", err)
+			}
+		}
+		go site.Run(ctx)
+		out.Sites = append(out.Sites, site)
+	}
+	go func() {
+		if err := ca.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("interception CA watch stopped", "error", err)
+		}
+	}()
+	if accessLog != nil {
+		alog := slog.New(slog.NewJSONHandler(accessLog, nil))
+		out.Engine.Log = func(ev *intercept.Event) {
+			alog.LogAttrs(context.Background(), slog.LevelInfo, "request", ev.Attrs()...)
+		}
+	}
+	return out, nil
+}

@@ -84,7 +84,7 @@ sed -i "0,/^  tag: .*/s//  tag: \"$version\"/; 0,/^  digest: .*/s//  digest: \"$
 mv "$tmp/egret-$chartver.tgz" "$out/egret-$chartver.tgz"
 # 3. The plain manifests: the namespace (as deploy/base makes it: excluded
 # from injection, restricted) and the chart's defaults in it.
-{ cat deploy/base/namespace.yaml; echo "---"; "$helm" template egret "$out/egret-$chartver.tgz" -n egret-system; } >"$out/egret.yaml"
+{ cat deploy/base/namespace.yaml; echo "---"; "$helm" template egret "$out/egret-$chartver.tgz" -n egret-system --kube-version "${KUBE_VERSION:-1.29.0}"; } >"$out/egret.yaml"
 
 # 4. Checksums, signatures, provenance.
 (cd "$out" && sha256sum -- * >SHA256SUMS)

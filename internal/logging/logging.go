@@ -10,10 +10,13 @@
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
@@ -59,12 +62,53 @@ func NewHandler(w io.Writer, f Format, level slog.Leveler) slog.Handler {
 }
 
 // Route makes h the destination of klog (client-go, apimachinery, their
-// contextual loggers included) and of controller-runtime's logger. It sets
-// process-wide state: call it once at the start of a command, before any
-// client is made.
-func Route(h slog.Handler) {
-	klog.SetSlogLogger(slog.New(h))
-	crlog.SetLogger(logr.FromSlogHandler(h))
+// contextual loggers included) and of controller-runtime's logger. klog's
+// and controller-runtime's loggers are process-wide and not safe to replace
+// while their goroutines log, so they are set once, before any goroutine
+// runs (init), to a handler that forwards to the latest h: Route, called by
+// each command (tests run several in one process), changes only where the
+// lines go. Until the first Route they go to stderr as slog text.
+func Route(h slog.Handler) { routed.Store(&h) }
+
+var routed atomic.Pointer[slog.Handler]
+
+func init() {
+	h := slog.Handler(slog.NewTextHandler(os.Stderr, nil))
+	routed.Store(&h)
+	klog.SetSlogLogger(slog.New(forward{}))
+	crlog.SetLogger(logr.FromSlogHandler(forward{}))
+}
+
+// forward is the handler klog and controller-runtime hold: it applies its
+// attributes and groups to the handler Route set last, at each record.
+type forward struct {
+	ops []func(slog.Handler) slog.Handler
+}
+
+func (f forward) handler() slog.Handler {
+	h := *routed.Load()
+	for _, op := range f.ops {
+		h = op(h)
+	}
+	return h
+}
+
+func (f forward) Enabled(ctx context.Context, l slog.Level) bool {
+	return (*routed.Load()).Enabled(ctx, l)
+}
+
+func (f forward) Handle(ctx context.Context, r slog.Record) error { return f.handler().Handle(ctx, r) }
+
+func (f forward) with(op func(slog.Handler) slog.Handler) forward {
+	return forward{ops: append(f.ops[:len(f.ops):len(f.ops)], op)}
+}
+
+func (f forward) WithAttrs(as []slog.Attr) slog.Handler {
+	return f.with(func(h slog.Handler) slog.Handler { return h.WithAttrs(as) })
+}
+
+func (f forward) WithGroup(name string) slog.Handler {
+	return f.with(func(h slog.Handler) slog.Handler { return h.WithGroup(name) })
 }
 
 // Flags are a command's --log-format and --log-level.

@@ -85,7 +85,7 @@ func clientGoFailure(t *testing.T, w *lockedBuffer) string {
 // the file: controller-runtime keeps the first logger a process sets, as
 // egret's commands set one once.
 func TestKlogAndControllerRuntime(t *testing.T) {
-	t.Cleanup(klog.ClearLogger)
+	t.Cleanup(func() { Route(slog.DiscardHandler) })
 	var buf lockedBuffer
 	Route(NewHandler(&buf, JSON, slog.LevelInfo))
 	klog.ErrorS(errors.New("boom"), "structured failure", "resource", "pods")
@@ -123,7 +123,7 @@ func TestKlogAndControllerRuntime(t *testing.T) {
 // object with the handler's fields — time, level, msg — and the error as
 // err, not as klog's text.
 func TestClientGoErrorAsJSON(t *testing.T) {
-	t.Cleanup(klog.ClearLogger)
+	t.Cleanup(func() { Route(slog.DiscardHandler) })
 	var buf lockedBuffer
 	Route(NewHandler(&buf, JSON, slog.LevelInfo))
 	out := clientGoFailure(t, &buf)
@@ -156,7 +156,7 @@ func TestClientGoErrorAsJSON(t *testing.T) {
 // TestClientGoErrorAsText: with --log-format text the same line is slog's
 // text, with the same keys.
 func TestClientGoErrorAsText(t *testing.T) {
-	t.Cleanup(klog.ClearLogger)
+	t.Cleanup(func() { Route(slog.DiscardHandler) })
 	var buf lockedBuffer
 	Route(NewHandler(&buf, Text, slog.LevelInfo))
 	out := clientGoFailure(t, &buf)

@@ -53,9 +53,14 @@ func TestGatewayIntercept(t *testing.T) {
 		mu.Unlock()
 		fmt.Fprintf(w, "origin %s %s\n", r.Host, r.URL.Path)
 	})}
-	go srv.ServeTLS(ln, "", "")
 	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{originCert}}
+	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
 	last := func() originSeen {
 		mu.Lock()
 		defer mu.Unlock()
@@ -135,16 +140,14 @@ func TestGatewayIntercept(t *testing.T) {
 		}
 		// The method/path rules: DELETE and a path outside /v1 are 403.
 		for _, tc := range []struct{ method, path string }{{"DELETE", "/v1/echo"}, {"GET", "/admin"}} {
-			n := len(seen)
+			n := count()
 			out, err := curl(caOnly, "https://api.partner.example"+tc.path, "-o", "/dev/null", "-w", "%{http_code}", "-X", tc.method)
 			if err != nil || out != "403" {
 				t.Errorf("%s %s: %q %v, want 403", tc.method, tc.path, out, err)
 			}
-			mu.Lock()
-			if len(seen) != n {
+			if count() != n {
 				t.Errorf("%s %s reached the origin", tc.method, tc.path)
 			}
-			mu.Unlock()
 		}
 	})
 
@@ -201,7 +204,7 @@ print(r.status_code, r.text.strip())`
 	t.Run("denied", func(t *testing.T) {
 		// A site's name that the routes deny is refused before anything
 		// is intercepted.
-		n := len(seen)
+		n := count()
 		out, err := curl(bundle, "https://blocked.partner.example/v1/x", "-o", "/dev/null", "-w", "%{http_code}")
 		if err == nil || !strings.Contains(err.Error(), "CONNECT tunnel failed, response 403") {
 			t.Errorf("blocked: %q %v, want the CONNECT refused with 403", out, err)
@@ -218,11 +221,9 @@ print(r.status_code, r.text.strip())`
 		if line := tunnelLine(t, egretLog, "internal.partner.example:443"); line["status"] != float64(403) || line["intercepted"] != nil {
 			t.Errorf("line %v", line)
 		}
-		mu.Lock()
-		if len(seen) != n {
+		if count() != n {
 			t.Errorf("a denied destination reached the origin")
 		}
-		mu.Unlock()
 	})
 
 	// The credential is in no line egret wrote.

@@ -129,7 +129,7 @@ func (s *state) forbiddenResult(ctx context.Context, u *url.URL) Result {
 		if len(reachedVia) > 0 {
 			r.Summary += ", and the proxy lets it through too (" + strings.Join(reachedVia, ", ") + ")"
 		}
-		r.Advice = "Block direct egress with a NetworkPolicy that allows only DNS, the cluster's ranges and the gateway (`egret render networkpolicy`), or transparent interception; " +
+		r.Advice = "Block direct egress with a NetworkPolicy that allows only DNS, the cluster's ranges and the gateway (`egret render networkpolicy NAMESPACE`), or transparent interception; " +
 			"a client that ignores the proxy variables (raw TCP, some gRPC or SDK clients) otherwise reaches it."
 	case len(reachedVia) > 0:
 		r.Status = Fail

@@ -20,7 +20,7 @@ var ruleEgressPolicyCoverage = Rule{
 	Severity: Warning,
 	Summary:  "an egress NetworkPolicy is not \"egress only via the gateway\"",
 	Help: "The egress NetworkPolicies of a namespace (their union, as the CNI applies them) are evaluated for its pods " +
-		"against what `egret render networkpolicy` computes: the cluster DNS pods and the egress gateway (the input's, " +
+		"against what `egret render networkpolicy NAMESPACE` computes: the cluster DNS pods and the egress gateway (the input's, " +
 		"else egret-system's on 3128) must be reachable, and with `--cluster-cidrs`/`--api-server-ip` each cluster " +
 		"range; outside addresses, public DNS and the cloud metadata service must not. A blocked destination breaks " +
 		"name resolution, the proxy or the direct cluster traffic NO_PROXY sends; an allowed one lets pods bypass the " +

@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -16,32 +13,7 @@ import (
 // and Host ("CONNECT 10.9.0.7:443 host=pinned.test:443") and refuses it
 // with 403, so nothing is ever dialled.
 func lineUpstream(t *testing.T) (addr string, lines chan string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	lines = make(chan string, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				lines <- req.Method + " " + req.RequestURI + " host=" + req.Host
-				fmt.Fprint(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-			}()
-		}
-	}()
-	return ln.Addr().String(), lines
+	return refusingUpstream(t, func(r *http.Request) string { return r.Method + " " + r.RequestURI + " host=" + r.Host })
 }
 
 // TestUpstreamPinnedToApproved: a route that sends a name through a pool

@@ -159,13 +159,19 @@ func tlsOrigin(t *testing.T, cert tls.Certificate) string {
 // recordingUpstream is a fake upstream proxy that records CONNECT targets
 // and refuses them with 403, so nothing is ever dialled.
 func recordingUpstream(t *testing.T) (addr string, targets chan string) {
+	return refusingUpstream(t, func(r *http.Request) string { return r.Method + " " + r.RequestURI })
+}
+
+// refusingUpstream is a fake upstream proxy that sends record(request) of
+// each request it reads to the channel and refuses it with 403.
+func refusingUpstream(t *testing.T, record func(*http.Request) string) (addr string, got chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	targets = make(chan string, 16)
+	got = make(chan string, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -179,12 +185,12 @@ func recordingUpstream(t *testing.T) (addr string, targets chan string) {
 				if err != nil {
 					return
 				}
-				targets <- req.Method + " " + req.RequestURI
-				fmt.Fprint(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+				got <- record(req)
+				fmt.Fprint(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 			}()
 		}
 	}()
-	return ln.Addr().String(), targets
+	return ln.Addr().String(), got
 }
 
 // counterValue sums the samples of counter name whose labels include want.

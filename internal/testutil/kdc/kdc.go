@@ -32,13 +32,14 @@ type Options struct {
 
 // KDC is a running krb5kdc and its realm.
 type KDC struct {
-	Realm string
-	Addr  string // 127.0.0.1:port, TCP and UDP
-	Dir   string
-	env   []string
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	done  bool
+	Realm  string
+	Addr   string // 127.0.0.1:port, TCP and UDP
+	Dir    string
+	env    []string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited
+	mu     sync.Mutex
+	done   bool
 }
 
 // Start creates the realm and runs krb5kdc until the test ends.
@@ -57,8 +58,47 @@ func Start(t testing.TB, o Options) *KDC {
 	}
 	// Squid's helper, running as Squid's user, reads keytabs from here.
 	os.Chmod(dir, 0o755)
-	port := freePort(t)
-	k := &KDC{Realm: realm, Addr: "127.0.0.1:" + port, Dir: dir}
+	k := &KDC{Realm: realm, Dir: dir}
+	k.env = append(os.Environ(),
+		"KRB5_CONFIG="+filepath.Join(dir, "krb5.conf"),
+		"KRB5_KDC_PROFILE="+filepath.Join(dir, "kdc.conf"),
+		"KRB5RCACHETYPE=none")
+	t.Cleanup(func() {
+		k.Stop()
+		if t.Failed() {
+			for _, f := range []string{"krb5kdc.out", "kdc.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, f))
+				t.Logf("kdc %s:\n%s", f, b)
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	// krb5kdc binds its port on every address, TCP and UDP: a port free
+	// when chosen may be taken by then (other test binaries run beside
+	// this one), so a start that finds it in use is tried on another.
+	for attempt := 1; ; attempt++ {
+		port := freePort(t)
+		k.Addr = "127.0.0.1:" + port
+		k.writeConf(t, port)
+		if attempt == 1 {
+			k.run(t, kdb, "-r", realm, "create", "-s", "-P", "egret-test-master")
+		}
+		err := k.start(t, kdcBin, o)
+		if err == nil {
+			return k
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "kdc.log"))
+		if attempt == 5 || !strings.Contains(string(b), "Address already in use") {
+			out, _ := os.ReadFile(filepath.Join(dir, "krb5kdc.out"))
+			t.Fatalf("krb5kdc did not listen on %s: %v %s", k.Addr, err, out)
+		}
+		os.Remove(filepath.Join(dir, "kdc.log"))
+	}
+}
+
+// writeConf writes the KDC's and the clients' configuration for port.
+func (k *KDC) writeConf(t testing.TB, port string) {
+	t.Helper()
 	kdcConf := fmt.Sprintf(`[kdcdefaults]
  kdc_ports = %[2]s
  kdc_tcp_ports = %[2]s
@@ -73,17 +113,17 @@ func Start(t testing.TB, o Options) *KDC {
  }
 [logging]
  kdc = FILE:%[1]s/kdc.log
-`, dir, port, realm)
-	write(t, filepath.Join(dir, "kdc.conf"), kdcConf)
-	write(t, filepath.Join(dir, "kadm5.acl"), "")
-	write(t, filepath.Join(dir, "krb5.conf"), k.Krb5Conf())
-	k.env = append(os.Environ(),
-		"KRB5_CONFIG="+filepath.Join(dir, "krb5.conf"),
-		"KRB5_KDC_PROFILE="+filepath.Join(dir, "kdc.conf"),
-		"KRB5RCACHETYPE=none")
-	k.run(t, kdb, "-r", realm, "create", "-s", "-P", "egret-test-master")
+`, k.Dir, port, k.Realm)
+	write(t, filepath.Join(k.Dir, "kdc.conf"), kdcConf)
+	write(t, filepath.Join(k.Dir, "kadm5.acl"), "")
+	write(t, filepath.Join(k.Dir, "krb5.conf"), k.Krb5Conf())
+}
 
-	cmd := exec.Command(kdcBin, "-n", "-r", realm)
+// start runs krb5kdc and waits until it listens on k.Addr; an error when
+// it exits first or does not listen within 15 s (it is then stopped).
+func (k *KDC) start(t testing.TB, kdcBin string, o Options) error {
+	t.Helper()
+	cmd := exec.Command(kdcBin, "-n", "-r", k.Realm)
 	cmd.Env = k.env
 	if o.ClockOffset != 0 {
 		// libfaketime in krb5kdc itself (the faketime program would stand
@@ -94,36 +134,36 @@ func Start(t testing.TB, o Options) *KDC {
 		}
 		cmd.Env = append(cmd.Env, "LD_PRELOAD="+libs[0], fmt.Sprintf("FAKETIME=%+ds", int(o.ClockOffset.Seconds())))
 	}
-	logf, _ := os.Create(filepath.Join(dir, "krb5kdc.out"))
+	logf, _ := os.Create(filepath.Join(k.Dir, "krb5kdc.out"))
+	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start krb5kdc: %v", err)
 	}
-	k.cmd = cmd
-	t.Cleanup(func() {
-		k.Stop()
-		if t.Failed() {
-			for _, f := range []string{"krb5kdc.out", "kdc.log"} {
-				b, _ := os.ReadFile(filepath.Join(dir, f))
-				t.Logf("kdc %s:\n%s", f, b)
-			}
-		}
-		os.RemoveAll(dir)
-	})
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	k.mu.Lock()
+	k.cmd, k.exited, k.done = cmd, exited, false
+	k.mu.Unlock()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", k.Addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			break
+			return nil
+		}
+		select {
+		case <-exited:
+			k.Stop()
+			return fmt.Errorf("krb5kdc exited")
+		default:
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "krb5kdc.out"))
-			t.Fatalf("krb5kdc did not listen on %s: %s", k.Addr, b)
+			k.Stop()
+			return fmt.Errorf("not listening after 15s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return k
 }
 
 // Krb5Conf is a krb5.conf for clients of the realm: this KDC over TCP,
@@ -191,8 +231,11 @@ func (k *KDC) Stop() {
 		return
 	}
 	k.done = true
+	if k.cmd == nil {
+		return
+	}
 	k.cmd.Process.Kill()
-	k.cmd.Wait()
+	<-k.exited
 }
 
 func write(t testing.TB, path, s string) {
@@ -202,12 +245,20 @@ func write(t testing.TB, path, s string) {
 	}
 }
 
+// freePort returns a port free on every address for TCP and UDP, as
+// krb5kdc binds it.
 func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p, _ := net.SplitHostPort(ln.Addr().String())
+		u, err := net.ListenPacket("udp", ":"+p)
+		ln.Close()
+		if err == nil {
+			u.Close()
+			return p
+		}
 	}
-	defer ln.Close()
-	_, p, _ := net.SplitHostPort(ln.Addr().String())
-	return p
 }

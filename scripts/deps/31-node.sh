@@ -15,37 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/apt.sh
 
-pkgs=(containerd runc containernetworking-plugins docker-registry busybox-static iptables)
-mapfile -t missing < <(apt_missing "${pkgs[@]}")
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  policy=/usr/sbin/policy-rc.d saved=""
-  if [ -e "$policy" ]; then
-    saved=$(mktemp /usr/sbin/policy-rc.d.egret-XXXXXX)
-    $SUDO cp -p "$policy" "$saved"
-  fi
-  restore() {
-    if [ -n "$saved" ]; then $SUDO mv -f "$saved" "$policy"; else $SUDO rm -f "$policy"; fi
-  }
-  trap restore EXIT
-  otherwise='exit 0'
-  [ -n "$saved" ] && otherwise="exec $saved \"\$@\""
-  $SUDO tee "$policy" >/dev/null <<POLICY
-#!/bin/sh
-case "\$1" in containerd|docker-registry) exit 101 ;; esac
-$otherwise
-POLICY
-  $SUDO chmod 0755 "$policy"
-  apt_install "${pkgs[@]}"
-  for s in containerd docker-registry; do
-    if [ -d /run/systemd/system ]; then
-      $SUDO systemctl disable --quiet "$s" 2>/dev/null || true
-    elif command -v update-rc.d >/dev/null; then
-      $SUDO update-rc.d "$s" disable >/dev/null 2>&1 || true
-    fi
-  done
-  restore; trap - EXIT
-fi
+# The tests run containerd and the registry themselves: the packages' own
+# services are kept from starting (scripts/apt.sh apt_install_quiet).
+apt_install_quiet "containerd docker-registry" containerd runc containernetworking-plugins docker-registry busybox-static iptables
 
 KUBE_VERSION=v1.37.2
 dir="${EGRET_CACHE:-$HOME/.cache/egret}/kube/$KUBE_VERSION"

@@ -216,7 +216,9 @@ func TestShortNamesRouted(t *testing.T) {
 		if c := res.count("payments"); c != 0 {
 			t.Errorf("the bare name was resolved at the gateway %d times", c)
 		}
-		waitFor(t, func() bool { return strings.Contains(p.Log.String(), `"dest":"payments.shop.svc.cluster.local:`+port+`"`) })
+		waitFor(t, func() bool {
+			return strings.Contains(p.Log.String(), `"dest":"payments.shop.svc.cluster.local:`+port+`"`)
+		})
 	})
 	t.Run("connect-name-namespace", func(t *testing.T) {
 		res := &countingResolver{asked: map[string]int{}, names: names}

@@ -33,7 +33,8 @@ type Handlers struct {
 	// Cluster returns the current cluster NO_PROXY (discovery.Controller's
 	// Current); nil results make Mutate skip with a warning.
 	Cluster func() *discovery.Result
-	// Namespaces reads the pod's Namespace (an informer cache).
+	// Namespaces reads the pod's Namespace (LiveNamespaces: the API server,
+	// the informer cache when it cannot answer).
 	Namespaces client.Reader
 	// Trust returns the CA bundle egret last published (TrustController's
 	// Current); nil: no CA injection configured.

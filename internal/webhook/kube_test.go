@@ -165,8 +165,9 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 	if _, err := c.Clientset.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The webhook reads namespaces from its cache: wait until it sees the annotation.
-	time.Sleep(500 * time.Millisecond)
+	// No wait: the webhook reads the namespace live at admission, so the
+	// annotation set just now applies to the next pod (the informer cache
+	// may not have it yet).
 
 	mk := func(ns, name string, ann map[string]string, env ...corev1.EnvVar) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
@@ -244,6 +245,31 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 		}
 		if v, _ := env(p.Spec.Containers[0], "HTTP_PROXY"); v != "http://127.0.0.1:3128" {
 			t.Errorf("HTTP_PROXY = %q, want the sidecar", v)
+		}
+	})
+
+	// A namespace's mode changed a moment before each pod: every pod gets
+	// the new one. With the informer cache (before LiveNamespaces) the
+	// real node saw the old mode.
+	t.Run("namespace-mode-changed-just-before", func(t *testing.T) {
+		flip := c.Namespace(t, "flip", map[string]string{"egret-test": pid, discovery.InjectLabel: discovery.InjectEnabled})
+		for i := range 10 {
+			mode := []string{"sidecar", "gateway"}[i%2]
+			nsObj, err := c.Clientset.CoreV1().Namespaces().Get(ctx, flip, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nsObj.Annotations = map[string]string{ModeAnnotation: mode}
+			if _, err := c.Clientset.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := create(t, mk(flip, fmt.Sprintf("p%d", i), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Annotations[InjectedAnnotation]; got != mode {
+				t.Fatalf("pod %d created right after the namespace's mode became %s was injected in mode %q", i, mode, got)
+			}
 		}
 	})
 

@@ -163,7 +163,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	wm := metrics.WebhookOn(ctrlmetrics.Registry)
-	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: mgr.GetClient(), Upstream: &UpstreamVersions{API: mgr.GetAPIReader()}}
+	h := &Handlers{Policy: policy, Cluster: disc.Current, Namespaces: LiveNamespaces{API: mgr.GetAPIReader(), Cache: mgr.GetClient()}, Upstream: &UpstreamVersions{API: mgr.GetAPIReader()}}
 	if policy.Trust != nil {
 		bundles, err := NewTrustBundles(mgr)
 		if err != nil {
@@ -216,7 +216,8 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	// Namespaces are read on every admission: warm the informer before serving.
+	// Namespaces are read on every admission (live, with this cache as the
+	// fallback): warm the informer before serving.
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
 		return fmt.Errorf("namespace informer: %w", err)
 	}

@@ -86,6 +86,10 @@ type Options struct {
 	// with the interception engine (intercept.go); nil: every tunnel is
 	// relayed opaque.
 	Intercept *Interception
+	// ShortNames is how a gateway treats single-label and "name.ns"
+	// destinations (shortnames.go); the zero value resolves them like any
+	// other name.
+	ShortNames ShortNames
 }
 
 // State is the part of the configuration a reload replaces. It is
@@ -115,6 +119,7 @@ type Server struct {
 	insights     insights
 	tr           *transport.Transport // dials; keeps the idle connections of forwarded requests
 	via10, via11 string               // Via elements
+	shortLog     everySecond          // the refused short names' log lines
 	// dnsOK and dnsErr are the children of the lookup counter, taken once
 	// (a label lookup per lookup would allocate); nil without metrics.
 	dnsOK, dnsErr prometheus.Counter

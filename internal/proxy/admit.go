@@ -81,6 +81,9 @@ type admission struct {
 	// address when the routes chose an upstream (policyJudged set).
 	policyAddrs  []netip.Addr
 	policyJudged bool
+	// short is the short name the client gave when dest is the FQDN it
+	// was expanded to (shortnames.go).
+	short string
 }
 
 // answer is one lookup, made at most once: the first name asked is
@@ -137,6 +140,9 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 		if err != nil {
 			return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "destination: " + proxystatus.Scrub(err.Error())}
 		}
+		if e := s.shortName(ctx, ev, a, &dest); e != nil {
+			return nil, e
+		}
 		a.dest, a.dial = dest, dest
 		ev.dest = dest.String()
 		if e := s.loopVia(tg.via); e != nil {
@@ -154,6 +160,7 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 	if a.dec.Action == route.Upstream {
 		s.pinUpstream(a, tg)
 	}
+	a.routedShort()
 	ev.dest, ev.dec, ev.decided = a.dest.String(), a.dec, true
 	if a.dec.Action == route.Deny {
 		return nil, denied(a.dest, a.dec)

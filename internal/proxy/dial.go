@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"egret.io/egret/internal/proxystatus"
@@ -85,7 +84,7 @@ func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route
 	if pin != "" {
 		target = pin
 	}
-	t, err := p.DialTunnel(ctx, target)
+	t, err := s.tr.DialTunnel(ctx, p, target)
 	if err != nil {
 		if pe := proxystatus.From(err); pe.Type == proxystatus.PoolUnavailable {
 			s.countUpstreamErr(p.Name, err)
@@ -112,8 +111,8 @@ func (s *Server) countUpstreamErr(pool string, err error) {
 	s.m.UpstreamErrors.WithLabelValues(pool, pe.Upstream, string(pe.Type)).Inc()
 }
 
-// dialDirect connects to dest, trying its addresses in order within the
-// dial timeout: the address of an IP literal (or a transparent
+// dialDirect connects to dest — the transport dials (DialAddrs), trying
+// its addresses in order within the dial timeout: the address of an IP literal (or a transparent
 // connection's original address), else the addresses dec approved
 // (route.Decision.Addrs: the judged answer, never resolved again), else —
 // when nothing judged the name by its addresses — one lookup's. A lookup
@@ -140,40 +139,11 @@ func (s *Server) dialDirect(ctx context.Context, st *State, dest route.Dest, dec
 			return nil, err
 		}
 	}
-	port := strconv.Itoa(int(dest.Port))
 	addrs, refused := s.dialable(st, dest, dec, addrs)
 	if len(addrs) == 0 {
 		return nil, refused
 	}
-	var last error
-	for i, a := range addrs {
-		actx := ctx
-		var cancel context.CancelFunc = func() {}
-		if dl, ok := ctx.Deadline(); ok && i < len(addrs)-1 {
-			// Leave each remaining address a fair share of the time.
-			share := time.Until(dl) / time.Duration(len(addrs)-i)
-			actx, cancel = context.WithTimeout(ctx, max(share, 500*time.Millisecond))
-		}
-		c, err := s.opts.DialContext(actx, "tcp", net.JoinHostPort(a.String(), port))
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	pe := proxystatus.From(last)
-	out := *pe
-	out.Detail = fmt.Sprintf("connect to %s: %s", dest, errText(last))
-	if len(addrs) > 1 {
-		out.Detail += fmt.Sprintf(" (%d addresses tried)", len(addrs))
-	}
-	if out.Type == proxystatus.ProxyInternalError {
-		out.Type = proxystatus.DestinationUnavailable
-	}
-	return nil, &out
+	return s.tr.DialAddrs(ctx, dest.String(), addrs, dest.Port)
 }
 
 // dialable returns the addresses of dest that may be dialled: not egret's

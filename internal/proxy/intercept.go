@@ -9,6 +9,7 @@ import (
 
 	"egret.io/egret/internal/intercept"
 	"egret.io/egret/internal/relay"
+	"egret.io/egret/internal/transport"
 )
 
 // Interception hands admitted CONNECT tunnels whose target is one of Sites
@@ -48,13 +49,8 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 	ev.intercepted = true
 	tc := &touchConn{Conn: client, t: t}
 	client = tc
-	if len(early) > 0 {
-		client = &prefixConn{Conn: client, prefix: early}
-	}
-	var origin net.Conn = sc.Conn
-	if len(sc.Prefix) > 0 {
-		origin = &prefixConn{Conn: sc.Conn, prefix: sc.Prefix}
-	}
+	client = transport.WithPrefix(client, early)
+	origin := transport.WithPrefix(sc.Conn, sc.Prefix)
 	workload := ""
 	if ev.identified && ev.wl.Namespace != "" {
 		workload = ev.wl.Namespace + "/" + ev.wl.ServiceAccount
@@ -71,10 +67,7 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 			if err != nil {
 				return nil, err
 			}
-			if len(c.Prefix) > 0 {
-				return &prefixConn{Conn: c, prefix: c.Prefix}, nil
-			}
-			return c, nil
+			return transport.WithPrefix(c, c.Prefix), nil
 		},
 		// An exempt server name stays an opaque tunnel to the connection
 		// admission made, the ClientHello replayed.

@@ -16,6 +16,7 @@ import (
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/sniff"
+	"egret.io/egret/internal/transport"
 )
 
 // Per-workload egress: with Options.Workloads set (package policy, wired
@@ -284,7 +285,7 @@ func (s *Server) checkSNI(ev *event, a *admission, c net.Conn, early []byte) ([]
 	if !check || a.dest.Addr.IsValid() {
 		return early, nil
 	}
-	res, err := sniff.Sniff(&prefixConn{Conn: c, prefix: early}, sniff.Options{FirstByteTimeout: sniTimeout, Timeout: sniTimeout})
+	res, err := sniff.Sniff(transport.WithPrefix(c, early), sniff.Options{FirstByteTimeout: sniTimeout, Timeout: sniTimeout})
 	var detail string
 	if why := unfinished(res, err); why != "" {
 		detail = "SNI check could not finish: " + why + " (" + ev.wl.Policy + ")"

@@ -135,6 +135,10 @@ func Workloads(e *policy.Engine) proxy.Workloads { return engineWorkloads{e} }
 
 type engineWorkloads struct{ e *policy.Engine }
 
+// HasNamespace reports whether a pod of namespace ns is known: a
+// destination "name.ns" is then a Service's short name (proxy.ShortNames).
+func (w engineWorkloads) HasNamespace(ns string) bool { return w.e.Pods.HasNamespace(ns) }
+
 func (w engineWorkloads) Identify(ctx context.Context, addr netip.Addr, auth string) (proxy.Workload, error) {
 	pw, err := w.e.Identify(ctx, addr, auth)
 	out := proxy.Workload{By: pw.By, Namespace: pw.Namespace, ServiceAccount: pw.ServiceAccount, Pod: pw.Pod, Note: pw.Note}

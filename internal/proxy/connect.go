@@ -74,7 +74,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 			return false
 		}
 	}
-	if site := s.interceptSite(a); site != nil {
+	if site := s.interceptSite(ev, a); site != nil {
 		s.intercept(ev, t, cc.c, early, sc, a, site)
 		return false
 	}

@@ -101,12 +101,24 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 	waitTrustBundle(t, n, ns)
 	pod := runtimesPod(t, n, ns, "clients", image, nil)
 	noCA := runtimesPod(t, n, ns, "clients-noca", image, map[string]string{"egret.io/inject-ca": "false"})
+	// Sidecar mode: the runtimes reach egret's sidecar, the sidecar the
+	// gateway; the sidecar checks the mounted bundle before it starts.
+	side := runtimesPod(t, n, ns, "clients-sidecar", image, map[string]string{"egret.io/mode": "sidecar"})
+	if len(side.Spec.InitContainers) < 2 || side.Spec.InitContainers[0].Name != "egret-proxy" {
+		t.Fatalf("sidecar mode: init containers %+v", side.Spec.InitContainers)
+	}
 	for _, c := range pod.Spec.Containers {
 		if v, _ := envOf(c, "HTTP_PROXY"); !strings.Contains(v, "egret-gateway") {
 			t.Fatalf("container %s not injected with the gateway: %v", c.Name, c.Env)
 		}
 		if v, _ := envOf(c, "SSL_CERT_FILE"); v != "/etc/egret/trust/ca-bundle.pem" {
 			t.Fatalf("container %s not injected with the CA bundle: %v", c.Name, c.Env)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if v, _ := envOf(c, "JAVA_TOOL_OPTIONS"); c.Name == "java" && (!strings.HasPrefix(v, "-XX:+UseSerialGC -Xss1m -D") ||
+			!strings.Contains(v, "-Dhttps.proxyHost=") || !strings.Contains(v, "-Djavax.net.ssl.trustStore=/etc/egret/trust/truststore.p12")) {
+			t.Errorf("java: JAVA_TOOL_OPTIONS=%q: want the container's own options with egret's appended", v)
 		}
 	}
 	for _, c := range noCA.Spec.Containers {
@@ -117,7 +129,7 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 
 	svcURL := "http://echo." + svcNS + ".svc.cluster.local:8080/"
 	podURL := "http://" + echoIPs[0] + ":8080/"
-	table := []string{"| runtime (egret's model) | HTTP outside | HTTPS outside, injected CA | HTTPS outside, no CA | Service FQDN | pod IP |", "|---|---|---|---|---|---|"}
+	table := []string{"| runtime (egret's model) | HTTP outside | HTTPS outside, injected CA | HTTPS outside, no CA | Service FQDN | pod IP | sidecar mode: HTTP / HTTPS outside |", "|---|---|---|---|---|---|---|"}
 	for _, rt := range realnode.Runtimes {
 		t.Run(rt, func(t *testing.T) {
 			model, ok := noproxy.ClientByName(runtimeModels[rt])
@@ -223,7 +235,26 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 					row[c.key] = got + " (as predicted)"
 				}
 			}
-			table = append(table, fmt.Sprintf("| %s (%s) | %s | %s | %s | %s | %s |", rt, model.Name, row["http"], row["https"], row["noca"], row["svc"], row["podip"]))
+			// Sidecar mode: the same outside verdicts through the sidecar.
+			row["side"] = "ok"
+			u = "http://plain.example/" + rt + "/sidecar"
+			mark = len(upLog.String())
+			r, o, err = fetch(n, ns, "clients-sidecar", rt, u)
+			if err != nil || r.RemoteIP != out.IP || !slices.Contains(gateways, upstreamClient(upLog, mark, u, "plain.example:80")) {
+				t.Errorf("sidecar mode, HTTP outside: %v (origin saw %s), want sidecar → gateway → upstream\n%s\n%s", err, r.RemoteIP, o, upLog.String()[mark:])
+				row["side"] = "FAIL"
+			}
+			path = "/" + rt + "/sidecar-https"
+			mark = len(upLog.String())
+			r, o, err = fetch(n, ns, "clients-sidecar", rt, "https://origin.example"+path)
+			if err != nil || r.RemoteIP != out.IP || !r.TLS || !intercepted(upLog, mark, path) {
+				t.Errorf("sidecar mode, HTTPS outside: %v (origin saw %s), want intercepted and trusted\n%s", err, r.RemoteIP, o)
+				row["side"] = "FAIL"
+			}
+			if row["side"] == "ok" {
+				row["side"] = "gateway → upstream / intercepted, trusted"
+			}
+			table = append(table, fmt.Sprintf("| %s (%s) | %s | %s | %s | %s | %s | %s |", rt, model.Name, row["http"], row["https"], row["noca"], row["svc"], row["podip"], row["side"]))
 		})
 	}
 	t.Logf("per-runtime verdicts:\n%s", strings.Join(table, "\n"))
@@ -366,7 +397,11 @@ func fetch(n *realnode.Node, ns, pod, runtime, url string) (echoReply, string, e
 }
 
 // runtimesPod creates a pod with one container per runtime (the runtimes
-// image, sleeping) and returns it once Ready.
+// image, sleeping) and returns it once Ready. The java container has a
+// JAVA_TOOL_OPTIONS of its own (egret appends to it), and an init
+// container fetches https://origin.example/ with curl: the pod is Ready
+// only if init containers get the proxy and, unless the pod opts out, the
+// CA too.
 func runtimesPod(t testing.TB, n *realnode.Node, ns, name, image string, annotations map[string]string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{
@@ -374,10 +409,18 @@ func runtimesPod(t testing.TB, n *realnode.Node, ns, name, image string, annotat
 		Spec:       corev1.PodSpec{TerminationGracePeriodSeconds: new(int64)},
 	}
 	for _, rt := range realnode.Runtimes {
-		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
-			Name: rt, Image: image, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"},
-		})
+		c := corev1.Container{Name: rt, Image: image, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}
+		if rt == "java" {
+			c.Env = []corev1.EnvVar{{Name: "JAVA_TOOL_OPTIONS", Value: "-XX:+UseSerialGC -Xss1m"}}
+		}
+		p.Spec.Containers = append(p.Spec.Containers, c)
 	}
+	initURL := "https://origin.example/init-ca"
+	if annotations["egret.io/inject-ca"] == "false" {
+		initURL = "http://plain.example/init"
+	}
+	p.Spec.InitContainers = []corev1.Container{{Name: "init-curl", Image: image, ImagePullPolicy: corev1.PullNever,
+		Command: realnode.RuntimeCommand("curl", initURL)}}
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if _, err = n.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err == nil {

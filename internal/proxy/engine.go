@@ -221,11 +221,11 @@ func (cc *clientConn) peekByte() error {
 	return err
 }
 
-// handOff gives the connection to the tunnel of ev: the tunnel closes it
-// and, when it ends, releases the client's connection slot.
-func (cc *clientConn) handOff(ev *event) {
+// handOff gives the connection to the tunnel of sc: the tunnel closes it
+// and, when it ends, releases the client's connection slot (sc's lease).
+func (cc *clientConn) handOff(sc *Conn) {
 	cc.handedOff = true
-	ev.release.add(cc.slot)
+	sc.lease.hold(cc.slot)
 	cc.slot = nil
 }
 
@@ -249,6 +249,7 @@ func (cc *clientConn) serve() {
 				cc.slot()
 			}
 		}
+		cc.x.lease.end() // a request a panic cut short holds nothing on
 		cc.cancel()
 		cc.state.Store(connDone)
 		cc.dropAuthConns()

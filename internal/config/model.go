@@ -168,6 +168,11 @@ type Gateway struct {
 	ClientCIDRs []netip.Prefix
 	SSRFGuard   bool
 	AllowCIDRs  []netip.Prefix
+	// RouteShortNames routes a short name as the FQDN the calling pod's
+	// resolver finds (EGRET_SHORT_NAMES=route); false refuses it.
+	RouteShortNames bool
+	// ClusterDomain is the cluster DNS domain ("" = cluster.local).
+	ClusterDomain string
 }
 
 // Limits protect destinations and the proxy; zero values mean none.

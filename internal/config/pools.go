@@ -277,6 +277,17 @@ func (l *loader) gateway(f *File, p *Proxy, bad func(error)) {
 		g.SSRFGuard = *f.Gateway.SSRFGuard
 	}
 	g.SSRFGuard = l.boolean("EGRET_SSRF_GUARD", g.SSRFGuard, bad)
+	switch v := strings.ToLower(l.str("EGRET_SHORT_NAMES", f.Gateway.ShortNames, "refuse")); v {
+	case "refuse":
+	case "route":
+		g.RouteShortNames = true
+	default:
+		bad(fmt.Errorf("EGRET_SHORT_NAMES %q: want refuse or route", v))
+	}
+	g.ClusterDomain = strings.Trim(strings.ToLower(l.str("EGRET_CLUSTER_DOMAIN", f.Gateway.ClusterDomain, "")), ".")
+	if d := g.ClusterDomain; d != "" && (strings.ContainsAny(d, " /:@") || strings.Contains(d, "..")) {
+		bad(fmt.Errorf("EGRET_CLUSTER_DOMAIN %q: want a DNS domain like cluster.local", d))
+	}
 }
 
 func (l *loader) limits(f *File, p *Proxy, bad func(error)) {

@@ -118,6 +118,11 @@ type GatewaySpec struct {
 	SSRFGuard *bool `json:"ssrf_guard,omitempty"`
 	// AllowCIDRs are exempt from the SSRF guard.
 	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
+	// ShortNames is refuse (default) or route: what the gateway does with
+	// a single-label or name.namespace destination.
+	ShortNames string `json:"short_names,omitempty"`
+	// ClusterDomain is the cluster DNS domain (default cluster.local).
+	ClusterDomain string `json:"cluster_domain,omitempty"`
 }
 
 // LimitsSpec protects destinations and the proxy. Zero values mean no limit.

@@ -74,6 +74,7 @@ type Pods struct {
 	byIP      map[addrKey]*Pod // the owner, or conflicted
 	conflicts map[addrKey][]*Pod
 	sets      map[string]*LabelSet
+	nsPods    map[string]int // pods indexed per namespace
 	synced    atomic.Bool
 }
 
@@ -88,7 +89,7 @@ var conflicted = &Pod{Name: "(conflicted)"}
 // NewPods returns an empty index.
 func NewPods() *Pods {
 	return &Pods{byName: map[podKey]*Pod{}, byIP: map[addrKey]*Pod{},
-		conflicts: map[addrKey][]*Pod{}, sets: map[string]*LabelSet{}}
+		conflicts: map[addrKey][]*Pod{}, sets: map[string]*LabelSet{}, nsPods: map[string]int{}}
 }
 
 var _ cache.ReflectorStore = (*Pods)(nil)
@@ -113,6 +114,15 @@ func (ps *Pods) ByName(namespace, name string) *Pod {
 	p := ps.byName[podKey{namespace, name}]
 	ps.mu.RUnlock()
 	return p
+}
+
+// HasNamespace reports whether a pod of namespace ns is indexed: the
+// gateway's evidence that ns names a namespace (a destination "name.ns" is
+// a Service there, as a pod's resolver would find it).
+func (ps *Pods) HasNamespace(ns string) bool {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	return ps.nsPods[ns] > 0
 }
 
 // Len returns the number of pods indexed.
@@ -173,7 +183,7 @@ func (ps *Pods) Replace(list []any, _ string) error {
 		}
 	}
 	ps.mu.Lock()
-	ps.byName, ps.byIP, ps.conflicts, ps.sets = fresh.byName, fresh.byIP, fresh.conflicts, fresh.sets
+	ps.byName, ps.byIP, ps.conflicts, ps.sets, ps.nsPods = fresh.byName, fresh.byIP, fresh.conflicts, fresh.sets, fresh.nsPods
 	ps.mu.Unlock()
 	ps.synced.Store(true)
 	return nil
@@ -215,6 +225,7 @@ func (ps *Pods) put(pod *corev1.Pod) {
 		ps.remove(old)
 	}
 	ps.byName[k] = p
+	ps.nsPods[k.ns]++
 	for _, a := range p.Addrs() {
 		ps.claim(a, p)
 	}
@@ -239,6 +250,9 @@ func (ps *Pods) remove(p *Pod) {
 	k := podKey{p.Namespace, p.Name}
 	if ps.byName[k] == p {
 		delete(ps.byName, k)
+		if ps.nsPods[k.ns]--; ps.nsPods[k.ns] <= 0 {
+			delete(ps.nsPods, k.ns)
+		}
 	}
 	for _, a := range p.Addrs() {
 		ps.release(a, p)

@@ -49,7 +49,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 	// that starts right after counts it.
 	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	cc.handOff(ev)
+	cc.handOff(sc)
 	if _, err := io.WriteString(cc.c, established); err != nil {
 		s.removeTunnel(t)
 		cc.c.Close()
@@ -74,7 +74,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 			return false
 		}
 	}
-	if site := s.interceptSite(a); site != nil {
+	if site := s.interceptSite(ev, a); site != nil {
 		s.intercept(ev, t, cc.c, early, sc, a, site)
 		return false
 	}

@@ -29,10 +29,10 @@ type SOCKSOptions struct {
 // dialled, answered and relayed. BIND and UDP ASSOCIATE are answered
 // "command not supported". It returns http.ErrServerClosed after Shutdown.
 func (s *Server) ServeSOCKS(ln net.Listener, o SOCKSOptions) error {
-	return s.serveRaw(ln, metrics.KindSOCKS, func(ctx context.Context, c net.Conn, ev *event) { s.serveSOCKS(ctx, c, ev, &o) })
+	return s.serveRaw(ln, metrics.KindSOCKS, func(ctx context.Context, c net.Conn, ev *event, l *lease) { s.serveSOCKS(ctx, c, ev, l, &o) })
 }
 
-func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKSOptions) {
+func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, l *lease, o *SOCKSOptions) {
 	ev.method = "CONNECT"
 	if d := s.opts.Timeouts.HeaderRead; d > 0 {
 		c.SetDeadline(ev.start.Add(d))
@@ -42,7 +42,6 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKS
 	if err != nil {
 		c.Close()
 		if cc.n == 0 && errors.Is(err, io.EOF) {
-			ev.release.run()
 			return // connected and left without a word, like a port probe: no log line
 		}
 		e := socksHandshakeError(err)
@@ -106,6 +105,7 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, o *SOCKS
 			return
 		}
 	}
+	sc.lease.take(l) // the connection's slot, until the tunnel ends
 	s.relay(ev, c, early, sc)
 }
 

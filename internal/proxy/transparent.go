@@ -53,7 +53,7 @@ func (s *Server) ServeTransparent(ln net.Listener, o TransparentOptions) error {
 	if a, ok := addrPort(ln.Addr()); ok {
 		s.raw.noteTransparentPort(a.Port())
 	}
-	return s.serveRaw(ln, metrics.KindTransparent, func(ctx context.Context, c net.Conn, ev *event) { s.serveTransparent(ctx, c, ev, &o) })
+	return s.serveRaw(ln, metrics.KindTransparent, func(ctx context.Context, c net.Conn, ev *event, l *lease) { s.serveTransparent(ctx, c, ev, l, &o) })
 }
 
 func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
@@ -64,7 +64,7 @@ func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
 	return origdst.Lookup(sc)
 }
 
-func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o *TransparentOptions) {
+func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, l *lease, o *TransparentOptions) {
 	orig, err := o.OriginalDst(c)
 	if errors.Is(err, origdst.ErrNotTracked) || errors.Is(err, syscall.ENOPROTOOPT) {
 		// No NAT touched it (no conntrack entry, or no conntrack at all):
@@ -83,7 +83,7 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 	// The client and the loop are checked before sniffing: a refused
 	// client gets no time, and a connection to egret itself may be one of
 	// its own, waiting for the other side to speak first.
-	if e := s.admitClient(ev); e != nil {
+	if e := s.admitClient(ev, l); e != nil {
 		c.Close()
 		s.failRaw(ctx, ev, e, e.Code())
 		return
@@ -161,6 +161,7 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 		return
 	}
 	ev.status = 200
+	sc.lease.take(l) // the connection's slots, until the tunnel ends
 	s.relay(ev, c, append(res.Peeked, more...), sc)
 }
 

@@ -105,7 +105,8 @@ func BuildProtection(cfg *config.Proxy) proxy.Protection {
 // Options turns the configuration's fixed settings into the proxy's
 // Options (dependencies are added by Run).
 func options(cfg *config.Proxy) proxy.Options {
-	return proxy.Options{Via: cfg.Via, Timeouts: cfg.Timeouts, Protection: BuildProtection(cfg)}
+	return proxy.Options{Via: cfg.Via, Timeouts: cfg.Timeouts, Protection: BuildProtection(cfg),
+		ShortNames: proxy.ShortNames{On: cfg.Role == config.RoleGateway, Route: cfg.Gateway.RouteShortNames, Domain: cfg.Gateway.ClusterDomain}}
 }
 
 func positive[T ~int64](d T) T {

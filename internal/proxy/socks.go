@@ -106,7 +106,7 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, l *lease
 		}
 	}
 	sc.lease.take(l) // the connection's slot, until the tunnel ends
-	s.relay(ev, c, early, sc)
+	s.relayOrIntercept(ev, c, early, sc, a)
 }
 
 // refuseSOCKS answers a request with a failure reply, closes the

@@ -162,7 +162,7 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, l 
 	}
 	ev.status = 200
 	sc.lease.take(l) // the connection's slots, until the tunnel ends
-	s.relay(ev, c, append(res.Peeked, more...), sc)
+	s.relayOrIntercept(ev, c, append(res.Peeked, more...), sc, a)
 }
 
 // routeTransparent decides a redirected connection: it sets a's

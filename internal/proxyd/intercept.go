@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"os"
 
+	"k8s.io/client-go/kubernetes"
+
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/proxy"
 )
 
@@ -29,11 +32,34 @@ func startIntercept(ctx context.Context, cfg *config.Proxy, accessLog io.Writer,
 		}
 		log.Info("interception CA reloaded", "dir", ic.CADir, "fingerprint", a.Fingerprint())
 	}}
+	var pub *policy.CAPublisher
+	if ic.PublishName != "" {
+		rc, err := kubeConfig(cfg.Policy.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("intercept.publish_configmap: %w", err)
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("intercept.publish_configmap: %w", err)
+		}
+		pub = &policy.CAPublisher{Client: cs, Namespace: ic.PublishNamespace, Name: ic.PublishName, Logger: log}
+		pub.Start(ctx)
+		reloaded := ca.Reloaded
+		ca.Reloaded = func(a *intercept.Authority, err error) {
+			reloaded(a, err)
+			if err == nil {
+				pub.Publish(a.Trusted)
+			}
+		}
+	}
 	a, err := ca.Load()
 	if err != nil {
 		return nil, fmt.Errorf("%w (mount the interception CA Secret there, or fix intercept.ca_dir)", err)
 	}
 	log.Info("interception CA loaded", "dir", ic.CADir, "fingerprint", a.Fingerprint())
+	if pub != nil {
+		pub.Publish(a.Trusted)
+	}
 	var extra []byte
 	if ic.OriginCAFile != "" {
 		if extra, err = os.ReadFile(ic.OriginCAFile); err != nil {

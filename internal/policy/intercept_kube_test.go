@@ -9,18 +9,22 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"egret.io/egret/internal/identity"
 	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/proxy"
 	"egret.io/egret/internal/proxyd"
@@ -130,8 +134,11 @@ func TestInterceptPolicyAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := hosts{"api.test": "127.0.0.1", "plain.test": "127.0.0.1"}
+	icpt := &proxy.Interception{Engine: eng}
+	m := metrics.New("test")
+	m.SetIntercept(proxyd.InterceptMetrics(icpt))
 	s, err := proxy.New(proxy.Options{Via: "gw-test", Resolver: names, AccessLog: log, Workloads: proxyd.Workloads(pe),
-		Intercept: &proxy.Interception{Engine: eng}},
+		Intercept: icpt, Metrics: m},
 		&proxy.State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: "default"})
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +304,27 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 		}
 		if got := lastAuth(); got != "Bearer the-pods-own" {
 			t.Errorf("the origin received %q through an opaque tunnel, want the pod's own header", got)
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		scrape := rec.Body.String()
+		bodies.WriteString(scrape) // scanned below
+		for _, re := range []string{
+			`egret_intercept_handshakes_total\{result="ok"\} [1-9]`,
+			`egret_intercept_requests_total\{verdict="allowed"\} [1-9]`,
+			`egret_intercept_requests_total\{verdict="denied"\} [1-9]`,
+			`egret_intercept_requests_total\{verdict="failed"\} [1-9]`, // the 503s while the Secret was gone
+			`egret_intercept_leaves_signed_total [1-9]`,
+			`egret_intercept_leaf_cache_hits_total [1-9]`,
+		} {
+			if !regexp.MustCompile(re).MatchString(scrape) {
+				t.Errorf("the scrape lacks %s", re)
+			}
+		}
+		if n := strings.Count(scrape, "egret_intercept_handshakes_total{"); n != len(metrics.InterceptHandshakeResults) {
+			t.Errorf("%d handshake series, want the fixed %d", n, len(metrics.InterceptHandshakeResults))
 		}
 	})
 	t.Run("no-secret-anywhere", func(t *testing.T) {

@@ -104,6 +104,30 @@ spec: {}`,
 		want: []string{`metadata.name: only the ClusterEgressPolicy named default is used`}},
 	{name: "cluster-unknown-action", cluster: true, doc: `spec: {egress: [{action: Deny, hosts: [a.example]}]}`,
 		want: []string{`spec.egress[0].action`, `Unsupported value: "Deny"`}},
+	{name: "intercept-no-hosts", doc: `spec: {intercept: [{exempt: [a.example]}]}`,
+		want: []string{`spec.intercept[0].hosts`, `Required value`}},
+	{name: "intercept-host-is-a-url", doc: `spec: {intercept: [{hosts: ["https://api.example.com"]}]}`,
+		want: []string{`spec.intercept[0].hosts[0]`, `should match`}},
+	{name: "intercept-secret-of-another-namespace", doc: `spec: {intercept: [{hosts: [api.example.com], credentials: [{secret: other/openai}]}]}`,
+		want: []string{`spec.intercept[0].credentials[0].secret`, `should match`}},
+	{name: "intercept-cluster-secret-without-namespace", cluster: true, doc: `spec: {intercept: [{hosts: [api.example.com], credentials: [{secret: openai}]}]}`,
+		want: []string{`spec.intercept[0].credentials[0].secret`, `should match`}},
+	{name: "intercept-unknown-scheme", doc: `spec: {intercept: [{hosts: [api.example.com], credentials: [{secret: openai, scheme: digest}]}]}`,
+		want: []string{`spec.intercept[0].credentials[0].scheme`, `Unsupported value: "digest"`}},
+	{name: "intercept-raw-without-header", doc: `spec: {intercept: [{hosts: [api.example.com], credentials: [{secret: openai, scheme: raw}]}]}`,
+		want: []string{`spec.intercept[0].credentials[0].header`, `a raw credential needs a header name`}},
+	{name: "intercept-reserved-header", doc: `spec: {intercept: [{hosts: [api.example.com], credentials: [{secret: openai, header: Proxy-Authorization}]}]}`,
+		want: []string{`spec.intercept[0].credentials[0].header`, `does not set a header that decides how a request is framed or routed`}},
+	{name: "intercept-basic-one-key", doc: `spec: {intercept: [{hosts: [api.example.com], credentials: [{secret: openai, scheme: basic, keys: [user]}]}]}`,
+		want: []string{`spec.intercept[0].credentials[0].keys`, `for basic two`}},
+	{name: "intercept-unknown-http-mode", doc: `spec: {intercept: [{hosts: [api.example.com], http: {mode: audit}}]}`,
+		want: []string{`spec.intercept[0].http.mode`, `Unsupported value: "audit"`}},
+	{name: "intercept-rule-without-action", doc: `spec: {intercept: [{hosts: [api.example.com], http: {rules: [{methods: [GET]}]}}]}`,
+		want: []string{`spec.intercept[0].http.rules[0].action`, `Required value`}},
+	{name: "intercept-path-with-query", doc: `spec: {intercept: [{hosts: [api.example.com], http: {rules: [{action: deny, paths: ["/v1/x?y=1"]}]}}]}`,
+		want: []string{`spec.intercept[0].http.rules[0].paths[0]`, `should match`}},
+	{name: "intercept-relative-prefix", doc: `spec: {intercept: [{hosts: [api.example.com], http: {rules: [{action: deny, pathPrefixes: [v1]}]}}]}`,
+		want: []string{`spec.intercept[0].http.rules[0].pathPrefixes[0]`, `should match`}},
 }
 
 // rightPolicies must still be accepted, by the API server and by the
@@ -146,6 +170,30 @@ spec:
   egress:
   - {name: no-metadata, action: deny, cidrs: [169.254.169.254/32, "fd00:ec2::254/128"]}
   - {action: allow, suffixes: [.svc.cluster.local], pool: internal}`},
+	{name: "intercept-every-field", doc: `
+spec:
+  intercept:
+  - hosts: [api.openai.example, "*.partner.example", .internal.example]
+    exempt: [pinned.partner.example]
+    credentials:
+    - {secret: openai, scheme: bearer}
+    - {secret: partner.keys, scheme: raw, header: x-api-key, keys: [api-key]}
+    http:
+      mode: report
+      default: deny
+      rules:
+      - {action: deny, paths: ["/v1/organization/**"]}
+      - {action: allow, methods: [GET], pathPrefixes: [/v1/models]}
+      - {action: allow, methods: ["*"], paths: [/v1/chat/completions, "/v1/*/embeddings"]}
+  - hosts: [auth.example.com]
+    credentials:
+    - {secret: basic-auth, scheme: basic, keys: [user, pass]}`},
+	{name: "cluster-intercept", cluster: true, doc: `
+spec:
+  intercept:
+  - hosts: [api.vendor.example]
+    credentials: [{secret: egret-system/vendor-key}]
+    http: {mode: enforce, rules: [{action: deny, methods: [DELETE]}]}`},
 }
 
 var policyCRDsOnce sync.Once

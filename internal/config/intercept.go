@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"egret.io/egret/internal/intercept"
 )
 
@@ -20,6 +22,15 @@ type InterceptSpec struct {
 	OriginCAFile string `json:"origin_ca_file,omitempty"`
 	// Sites are tried in order; the first whose hosts match is the site.
 	Sites []InterceptSiteSpec `json:"sites,omitempty"`
+	// Secrets are the Secrets ("namespace/name") the credentials of
+	// EgressPolicies and the ClusterEgressPolicy may name; the gateway
+	// reads exactly these from the API server (an EgressPolicy only those
+	// of its own namespace).
+	Secrets []string `json:"secrets,omitempty"`
+	// PublishConfigMap ("namespace/name") is where the gateway writes its
+	// interception CA's certificates (never the key) for the webhook's
+	// trust bundle (--intercept-ca-configmap).
+	PublishConfigMap string `json:"publish_configmap,omitempty"`
 }
 
 // InterceptSiteSpec is one intercepted destination.
@@ -68,6 +79,12 @@ type Intercept struct {
 	OriginCAFile string
 	// Sites are the engine's specs, every credential's files spelled out.
 	Sites []intercept.SiteSpec
+	// Secrets are the Secrets policies' credentials may name
+	// (namespace/name).
+	Secrets []string
+	// PublishNamespace and PublishName name the ConfigMap the CA's
+	// certificates are published to; "" when not published.
+	PublishNamespace, PublishName string
 }
 
 // SiteSpec maps a site of the file to the engine's form.
@@ -95,7 +112,7 @@ func (s InterceptSiteSpec) SiteSpec() intercept.SiteSpec {
 // TLS: asking it to is refused, naming the gateway.
 func (l *loader) intercept(f *File, p *Proxy, bad func(error)) {
 	fi := f.Intercept
-	if fi.CADir == "" && fi.OriginCAFile == "" && len(fi.Sites) == 0 {
+	if fi.CADir == "" && fi.OriginCAFile == "" && len(fi.Sites) == 0 && len(fi.Secrets) == 0 {
 		return
 	}
 	if p.Role != RoleGateway {
@@ -106,11 +123,26 @@ func (l *loader) intercept(f *File, p *Proxy, bad func(error)) {
 		bad(atKey("intercept.ca_dir", fmt.Errorf("interception needs ca_dir: the directory the interception CA Secret (tls.crt, tls.key) is mounted at")))
 		return
 	}
-	if len(fi.Sites) == 0 {
-		bad(atKey("intercept.sites", fmt.Errorf("interception needs at least one site: list the hosts to intercept under sites")))
+	if len(fi.Sites) == 0 && len(fi.Secrets) == 0 && !p.Policy.Enabled {
+		bad(atKey("intercept.sites", fmt.Errorf("interception needs at least one site, or per-workload policies (EGRET_POLICY) whose intercept rules name the sites: list the hosts to intercept under sites")))
 		return
 	}
 	out := &Intercept{CADir: fi.CADir, OriginCAFile: fi.OriginCAFile}
+	if ref := fi.PublishConfigMap; ref != "" {
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			bad(atKey("intercept.publish_configmap", fmt.Errorf("%q: a ConfigMap is namespace/name, like egret-system/egret-intercept-ca", ref)))
+		}
+		out.PublishNamespace, out.PublishName = ns, name
+	}
+	for i, ref := range fi.Secrets {
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			bad(atKey(fmt.Sprintf("intercept.secrets[%d]", i), fmt.Errorf("%q: a Secret is namespace/name, like shop/openai", ref)))
+			continue
+		}
+		out.Secrets = append(out.Secrets, ref)
+	}
 	for i, s := range fi.Sites {
 		spec := s.SiteSpec()
 		for j, c := range s.Credentials {

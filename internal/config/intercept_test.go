@@ -48,10 +48,19 @@ intercept:
 		t.Fatalf("no section: %v %+v", err, p.Intercept)
 	}
 
+	// Sites from the policies only: the Secrets their credentials may name.
+	p, err = loadYAML("role: gateway\nintercept:\n  ca_dir: /ca\n  secrets: [shop/openai, egret-system/vendor.key]\n")
+	if err != nil || p.Intercept == nil || len(p.Intercept.Sites) != 0 || len(p.Intercept.Secrets) != 2 || p.Intercept.Secrets[1] != "egret-system/vendor.key" {
+		t.Fatalf("secrets only: %v %+v", err, p.Intercept)
+	}
+
 	for _, tc := range []struct{ yaml, want string }{
 		{"intercept:\n  ca_dir: /ca\n  sites: [{hosts: [a.test]}]\n", "the sidecar never terminates TLS: move the intercept section to the egress gateway"},
 		{"role: gateway\nintercept:\n  sites: [{hosts: [a.test]}]\n", "interception needs ca_dir"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n", "interception needs at least one site"},
+		{"role: gateway\nintercept:\n  ca_dir: /ca\n  secrets: [openai]\n", "intercept.secrets[0]"},
+		{"role: gateway\nintercept:\n  ca_dir: /ca\n  secrets: [shop/Open_AI]\n", "a Secret is namespace/name"},
+		{"role: gateway\nintercept:\n  ca_dir: /ca\n  secrets: [shop/openai]\n  publish_configmap: egret-intercept-ca\n", "intercept.publish_configmap"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  sites: [{hosts: []}]\n", "needs at least one host"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  sites: [{hosts: [a.test], credentials: [{name: k, scheme: raw, dir: /d}]}]\n", "a raw credential needs a header name"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  sites: [{hosts: [a.test], credentials: [{name: k, dir: /d, files: [/f]}]}]\n", "give dir or files, not both"},

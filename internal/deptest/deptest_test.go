@@ -1,6 +1,7 @@
 package deptest
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -44,7 +45,7 @@ var rules = map[string][]string{
 
 	// the data plane
 	"proxy":     {"http1", "identity", "intercept", "ipaddr", "limit", "metrics", "origdst", "policy", "proxyauth", "proxystatus", "relay", "resolve", "route", "sniff", "socks5", "transport", "upstream"},
-	"policy":    {"identity", "ipaddr", "ratelimit", "route"},
+	"policy":    {"identity", "intercept", "ipaddr", "ratelimit", "route"},
 	"route":     {"ipaddr"},
 	"sniff":     nil,
 	"transport": {"credentials", "http1", "proxyauth", "proxystatus", "upstream"},
@@ -215,6 +216,75 @@ func TestRulesAreTight(t *testing.T) {
 			if _, ok := got[q]; !ok {
 				t.Errorf("deptest's row for %s names internal/%s, which does not exist", p, q)
 			}
+		}
+	}
+}
+
+// dialers are the functions and types that open connections: calling or
+// naming one outside internal/transport is a second way to dial.
+var dialers = map[string][]string{
+	"net":                    {"Dial", "DialTimeout", "DialTCP", "DialUDP", "DialIP", "DialUnix", "Dialer"},
+	"crypto/tls":             {"Dial", "DialWithDialer", "Client", "Dialer"},
+	"golang.org/x/net/proxy": nil, // any of it: SOCKS5 and friends dial
+}
+
+// TestOnlyTransportDials checks that in the data plane only
+// internal/transport dials: no other data-plane package's code names
+// net.Dial*, net.Dialer, tls.Dial*, tls.Client, tls.Dialer or
+// golang.org/x/net/proxy. The listeners, the pools and the wire reach
+// destinations and members through the one transport.
+func TestOnlyTransportDials(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, pkg := range dataPlane {
+		if pkg == "transport" {
+			continue
+		}
+		dir := filepath.Join("..", filepath.FromSlash(pkg))
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]string{} // local name → import path
+			for _, is := range f.Imports {
+				p, _ := strconv.Unquote(is.Path.Value)
+				if _, ok := dialers[p]; !ok {
+					continue
+				}
+				name := p[strings.LastIndexByte(p, '/')+1:]
+				if is.Name != nil {
+					name = is.Name.Name
+				}
+				names[name] = p
+			}
+			if len(names) == 0 {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				id, ok := sel.X.(*ast.Ident)
+				if !ok {
+					return true
+				}
+				p, ok := names[id.Name]
+				if !ok {
+					return true
+				}
+				if fs := dialers[p]; fs == nil || slices.Contains(fs, sel.Sel.Name) {
+					t.Errorf("%s: %s.%s: only internal/transport dials in the data plane (%s)", fset.Position(sel.Pos()), id.Name, sel.Sel.Name, strings.Join(dataPlane, " → "))
+				}
+				return true
+			})
 		}
 	}
 }

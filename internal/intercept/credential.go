@@ -197,6 +197,26 @@ func (c *Credential) Load() error {
 // first).
 func (c *Credential) Run(ctx context.Context) error { return c.files().Run(ctx) }
 
+// Set builds the value from the contents of its sources (in the order of
+// Files) and puts it in force: a credential whose value comes from
+// elsewhere than files (a Secret read from the API server). On an error,
+// which names the source and never the content, the previous value stays.
+func (c *Credential) Set(parts [][]byte) error {
+	if len(parts) != len(c.Files) {
+		return fmt.Errorf("credential %s: %d values for %d sources", c.Name, len(parts), len(c.Files))
+	}
+	v, err := c.value(parts)
+	if err != nil {
+		return fmt.Errorf("credential %s: %w", c.Name, err)
+	}
+	c.val.Store(&v)
+	return nil
+}
+
+// Clear drops the value: requests that need it are refused until the next
+// Set (its Secret was deleted).
+func (c *Credential) Clear() { c.val.Store(nil) }
+
 // Loaded reports whether a value is held.
 func (c *Credential) Loaded() bool { return c.val.Load() != nil }
 

@@ -79,6 +79,19 @@ func ParseHostPattern(s string) (HostPattern, error) {
 // CompileSite checks a spec. dirOf says where the Secret of a credential
 // without files is mounted (nil: every credential must list its files).
 func CompileSite(s SiteSpec, dirOf func(CredentialSpec) string) (*Site, error) {
+	return CompileSiteWith(s, func(cs CredentialSpec) (*Credential, error) {
+		dir := ""
+		if dirOf != nil {
+			dir = dirOf(cs)
+		}
+		return NewCredential(cs, dir)
+	})
+}
+
+// CompileSiteWith checks a spec whose credentials come from elsewhere than
+// files: cred builds each (package policy: from a Secret the API server
+// holds, Credential.Set).
+func CompileSiteWith(s SiteSpec, cred func(CredentialSpec) (*Credential, error)) (*Site, error) {
 	if len(s.Hosts) == 0 {
 		return nil, fmt.Errorf("an intercepted site needs at least one host")
 	}
@@ -100,11 +113,7 @@ func CompileSite(s SiteSpec, dirOf func(CredentialSpec) string) (*Site, error) {
 	}
 	seen := map[string]bool{}
 	for _, cs := range s.Credentials {
-		dir := ""
-		if dirOf != nil {
-			dir = dirOf(cs)
-		}
-		c, err := NewCredential(cs, dir)
+		c, err := cred(cs)
 		if err != nil {
 			return nil, fmt.Errorf("site %s: %w", site.Name, err)
 		}

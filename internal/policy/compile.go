@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"egret.io/egret/internal/intercept"
 	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/ratelimit"
 	"egret.io/egret/internal/route"
@@ -87,7 +88,8 @@ type Compiled struct {
 	display     string // "EgressPolicy ns/name", "ClusterEgressPolicy default"
 	limit       ratelimit.Limit
 	sni         SNIMode
-	src         *EgressPolicy // what was compiled, for Engine.Recheck
+	sites       intercept.Sites // intercepted destinations, in order
+	src         *EgressPolicy   // what was compiled, for Engine.Recheck
 	// denyT and allowT are denies and allows compiled once: every
 	// combination of policies shares them (route.Join).
 	denyT, allowT *route.Table
@@ -112,13 +114,25 @@ func (c *Compiled) Limit() ratelimit.Limit { return c.limit }
 // gateway (nil accepts any name). It always returns a Compiled: an invalid
 // policy compiles to one that denies everything (see Compiled.Err).
 func Compile(p *EgressPolicy, cluster bool, pools func(string) bool) *Compiled {
-	return compile(p, cluster, pools, nil)
+	return compile(p, cluster, pools, nil, validating{})
+}
+
+// Interception is what the gateway offers the policies that intercept
+// (package proxyd wires Secrets): nil when it has no interception CA.
+type Interception interface {
+	// Granted reports whether policies may name the Secret
+	// namespace/name (the gateway's intercept.secrets).
+	Granted(namespace, name string) bool
+	// Credential returns the credential of spec whose value comes from
+	// the keys of the Secret namespace/name, kept current as the Secret
+	// changes.
+	Credential(spec intercept.CredentialSpec, namespace, name string, keys []string) (*intercept.Credential, error)
 }
 
 // compile is Compile, with granted saying whether an EgressPolicy of a
 // namespace may name a pool (nil: every pool). The cluster default may
 // name any pool the gateway has.
-func compile(p *EgressPolicy, cluster bool, pools func(string) bool, granted func(pool, namespace string) bool) *Compiled {
+func compile(p *EgressPolicy, cluster bool, pools func(string) bool, granted func(pool, namespace string) bool, ic Interception) *Compiled {
 	c := &Compiled{src: p, created: p.CreationTimestamp.Time, Namespace: p.Namespace, Name: p.Name, Cluster: cluster, Mode: Enforce, Generation: p.Generation, UID: string(p.UID), Reason: ReasonValid}
 	if cluster {
 		c.Key, c.Namespace = KindClusterEgressPolicy+"/"+p.Name, ""
@@ -240,6 +254,17 @@ func compile(p *EgressPolicy, cluster bool, pools func(string) bool, granted fun
 	default:
 		bad("sni %q: want off, report or enforce", s.SNI)
 	}
+	if len(s.Intercept) > 0 {
+		var why string
+		var ierrs []error
+		c.sites, why, ierrs = compileIntercept(p, cluster, ic)
+		if len(ierrs) > 0 {
+			errs = append(errs, ierrs...)
+			if reason == ReasonInvalid {
+				reason = why
+			}
+		}
+	}
 	c.size = specSize(s)
 	if err := checkLimits(s, c.size); err != nil && len(errs) == 0 {
 		errs, reason = append(errs, err), ReasonLimitExceeded
@@ -270,7 +295,7 @@ func (c *Compiled) invalidate(err error, reason string) {
 	c.Err, c.Reason = err, reason
 	c.denies = []route.Rule{{Match: route.Match{Any: true}, Action: route.Deny,
 		Source: c.display + " (invalid: see its status)"}}
-	c.allows, c.def, c.defPool, c.limit, c.sni = nil, route.Deny, "", ratelimit.Limit{}, SNIOff
+	c.allows, c.def, c.defPool, c.limit, c.sni, c.sites = nil, route.Deny, "", ratelimit.Limit{}, SNIOff, nil
 	c.denyT, _ = route.New(c.denies, route.Deny, "")
 	c.allowT, _ = route.New(nil, route.Deny, "")
 }
@@ -344,6 +369,27 @@ func specSize(s *Spec) int {
 			n += len(v)
 		}
 	}
+	for i := range s.Intercept {
+		is := &s.Intercept[i]
+		n += 64 + 64*len(is.Credentials)
+		for _, v := range is.Hosts {
+			n += len(v)
+		}
+		for _, v := range is.Exempt {
+			n += len(v)
+		}
+		if is.HTTP != nil {
+			for _, r := range is.HTTP.Rules {
+				n += 64
+				for _, v := range r.Paths {
+					n += len(v)
+				}
+				for _, v := range r.PathPrefixes {
+					n += len(v)
+				}
+			}
+		}
+	}
 	return n
 }
 
@@ -365,6 +411,21 @@ func checkLimits(s *Spec, size int) error {
 		}
 		if len(r.Ports) > MaxPorts {
 			errs = append(errs, fmt.Errorf("egress[%d].ports: %d entries, more than the limit of %d per rule", i, len(r.Ports), MaxPorts))
+		}
+	}
+	if len(s.Intercept) > MaxInterceptSites {
+		errs = append(errs, fmt.Errorf("intercept: %d sites, more than the limit of %d per policy", len(s.Intercept), MaxInterceptSites))
+	}
+	for i := range s.Intercept {
+		is := &s.Intercept[i]
+		if len(is.Hosts) > MaxInterceptHosts || len(is.Exempt) > MaxInterceptHosts {
+			errs = append(errs, fmt.Errorf("intercept[%d]: more than %d hosts or exempt names", i, MaxInterceptHosts))
+		}
+		if len(is.Credentials) > MaxCredentials {
+			errs = append(errs, fmt.Errorf("intercept[%d].credentials: %d, more than the limit of %d per site", i, len(is.Credentials), MaxCredentials))
+		}
+		if is.HTTP != nil && len(is.HTTP.Rules) > MaxHTTPRules {
+			errs = append(errs, fmt.Errorf("intercept[%d].http.rules: %d, more than the limit of %d per site", i, len(is.HTTP.Rules), MaxHTTPRules))
 		}
 	}
 	if size > MaxPolicyBytes {

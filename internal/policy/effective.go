@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"egret.io/egret/internal/intercept"
 	"egret.io/egret/internal/ratelimit"
 	"egret.io/egret/internal/route"
 )
@@ -32,6 +33,7 @@ type Effective struct {
 	ceilKey  string
 	ceiling  ratelimit.Limit
 	sni      SNIMode
+	sites    intercept.Sites // InterceptSite
 	limiter  Limiter
 	policies []*Compiled // applicable, in precedence order
 }
@@ -57,6 +59,12 @@ func combine(ps []*Compiled, limitKey string, lim Limiter) *Effective {
 		}
 	}
 	e.decider = decider(enforced)
+	if n := len(ps); n > 0 && ps[n-1].Cluster && ps[n-1].Mode == Enforce {
+		e.sites = append(e.sites, ps[n-1].sites...)
+	}
+	if d := e.decider; d != nil && !d.Cluster {
+		e.sites = append(e.sites, d.sites...)
+	}
 	e.enforced = table(enforced, e.decider)
 	if len(enforced) != len(all) {
 		e.report = table(all, decider(all))

@@ -60,6 +60,10 @@ type Engine struct {
 	// pool. The cluster default may name any pool. After the grants
 	// change, call Recheck.
 	Granted func(pool, namespace string) bool
+	// Intercept offers interception to policies: the Secrets their
+	// credentials may name. Nil: the gateway has no interception CA, and
+	// a policy that intercepts is invalid (InterceptUnavailable).
+	Intercept Interception
 	// Limiter enforces workloads' limits; nil means a ratelimit.Local.
 	Limiter Limiter
 	// Changed, when set, is called with each compiled policy after it was
@@ -119,7 +123,7 @@ func (f limiterFunc) Acquire(ctx context.Context, key string, l ratelimit.Limit)
 // spec) changes nothing.
 func (e *Engine) Set(p *EgressPolicy, cluster bool) *Compiled {
 	e.init()
-	c := compile(p, cluster, e.Pools, e.Granted)
+	c := compile(p, cluster, e.Pools, e.Granted, e.Intercept)
 	e.mu.Lock()
 	if old := e.policies[c.Key]; old != nil && old.UID == c.UID && old.Generation == c.Generation && c.Generation > 0 {
 		c = e.inForce[c.Key]
@@ -172,10 +176,10 @@ func (e *Engine) Replace(ps, cps []*EgressPolicy) []*Compiled {
 	e.init()
 	out := make([]*Compiled, 0, len(ps)+len(cps))
 	for _, p := range ps {
-		out = append(out, compile(p, false, e.Pools, e.Granted))
+		out = append(out, compile(p, false, e.Pools, e.Granted, e.Intercept))
 	}
 	for _, p := range cps {
-		out = append(out, compile(p, true, e.Pools, e.Granted))
+		out = append(out, compile(p, true, e.Pools, e.Granted, e.Intercept))
 	}
 	e.mu.Lock()
 	e.policies = make(map[string]*Compiled, len(out))
@@ -203,7 +207,7 @@ func (e *Engine) Recheck() {
 		if old.src == nil {
 			continue
 		}
-		c := compile(old.src, old.Cluster, e.Pools, e.Granted)
+		c := compile(old.src, old.Cluster, e.Pools, e.Granted, e.Intercept)
 		if c.Reason != old.Reason || fmt.Sprint(c.Err) != fmt.Sprint(old.Err) {
 			changed = append(changed, c)
 		}

@@ -3,6 +3,8 @@ package policy
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"egret.io/egret/internal/intercept"
 )
 
 // The API group and version of the policy resources.
@@ -70,6 +72,47 @@ type Spec struct {
 	// ClientHello names the CONNECT target (no domain fronting): off (the
 	// default), report or enforce.
 	SNI string `json:"sni,omitempty"`
+	// Intercept are the destinations the gateway terminates TLS for, for
+	// the workload: their credentials and method/path rules
+	// (docs/interception.md). Only the deciding policy's sites and the
+	// cluster default's apply, and those of the gateway's configuration
+	// come first.
+	Intercept []InterceptSite `json:"intercept,omitempty"`
+}
+
+// InterceptSite is one intercepted destination of a policy.
+type InterceptSite struct {
+	// Hosts: "api.example.com" (that name), ".example.com" or
+	// "*.example.com" (its subdomains).
+	Hosts []string `json:"hosts"`
+	// Exempt are TLS server names among Hosts that stay opaque tunnels
+	// (pinned-certificate and client-certificate origins).
+	Exempt []string `json:"exempt,omitempty"`
+	// Credentials are headers the gateway sets from Secrets, replacing any
+	// the client sent.
+	Credentials []InterceptCredential `json:"credentials,omitempty"`
+	// HTTP are the method and path rules.
+	HTTP *intercept.RulesSpec `json:"http,omitempty"`
+}
+
+// InterceptCredential is a header the gateway sets from a Secret the
+// API server holds.
+type InterceptCredential struct {
+	// Secret names the Secret: in an EgressPolicy, a Secret of the
+	// policy's own namespace (a name, never namespace/name); in the
+	// ClusterEgressPolicy, namespace/name. The gateway's configuration
+	// grants the Secrets it may read (intercept.secrets); another makes
+	// the policy invalid (SecretNotGranted).
+	Secret string `json:"secret"`
+	// Scheme is bearer (the default), basic or raw.
+	Scheme string `json:"scheme,omitempty"`
+	// Header is the header set; Authorization by default, required for
+	// raw.
+	Header string `json:"header,omitempty"`
+	// Keys are the Secret's keys holding the value: one (default token),
+	// or for basic the user name and the password (default username,
+	// password).
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Rule allows or denies destinations. Hosts, Suffixes and CIDRs are
@@ -124,6 +167,13 @@ const (
 	// ReasonLimitExceeded: the policy is beyond one of the limits below;
 	// the message names it.
 	ReasonLimitExceeded = "LimitExceeded"
+	// ReasonSecretNotGranted: a credential names a Secret the gateway's
+	// configuration does not grant (intercept.secrets), or, in an
+	// EgressPolicy, a Secret of another namespace.
+	ReasonSecretNotGranted = "SecretNotGranted"
+	// ReasonInterceptUnavailable: the policy intercepts, and the gateway
+	// has no interception CA (its configuration's intercept.ca_dir).
+	ReasonInterceptUnavailable = "InterceptUnavailable"
 )
 
 // What a tenant can make the gateway hold (docs/policy.md, "Limits"). The
@@ -142,4 +192,11 @@ const (
 	// MaxTotalBytes bounds the Size of all policies the gateway holds
 	// (Engine.MaxBytes).
 	MaxTotalBytes = 16 << 20
+	// MaxInterceptSites bounds a policy's intercept sites; each has at
+	// most MaxInterceptHosts hosts and exempt names, MaxCredentials
+	// credentials and MaxHTTPRules method/path rules.
+	MaxInterceptSites = 64
+	MaxInterceptHosts = 64
+	MaxCredentials    = 8
+	MaxHTTPRules      = 64
 )

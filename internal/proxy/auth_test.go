@@ -111,13 +111,13 @@ func TestNTLMUpstream(t *testing.T) {
 		if n := countLog(sq, "TCP_DENIED/407") - before; n != 2 {
 			t.Errorf("%d handshakes for two clients, want 2 (one each)", n)
 		}
-		if n := p.origins.Idle(); n != 2 {
+		if n := p.tr.Idle(); n != 2 {
 			t.Errorf("%d idle member connections, want one per client", n)
 		}
 		a.C.Close()
 		b.C.Close()
 		// Their connections end with them.
-		waitFor(t, func() bool { return p.origins.Idle() == 0 })
+		waitFor(t, func() bool { return p.tr.Idle() == 0 })
 	})
 	if heads.Load() != 0 {
 		t.Errorf("the origin saw %d HEADs: the NTLM negotiate round went past Squid", heads.Load())
@@ -234,7 +234,7 @@ func TestNTLMUpstreamHTTPS(t *testing.T) {
 	}
 	a.C.Close()
 	b.C.Close()
-	waitFor(t, func() bool { return p.origins.Idle() == 0 })
+	waitFor(t, func() bool { return p.tr.Idle() == 0 })
 	sq.WaitLog(t, "TCP_TUNNEL/200")
 	if n := countLog(sq, "TCP_DENIED/407"); n != 2 {
 		t.Errorf("%d NTLM challenges for two tunnels", n)

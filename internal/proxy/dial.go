@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"egret.io/egret/internal/proxystatus"
@@ -24,13 +23,15 @@ type Conn struct {
 	// Connect is how long establishing took.
 	Connect time.Duration
 
-	release releases // limit slots and the member's connection count
+	// lease holds the admission's slots, the client connection's slot
+	// once the connection is a tunnel's, and the member's connection
+	// count.
+	lease lease
 }
 
-// Release gives back what the connection holds against limits (and its
-// member's connection count). It is called by Close and when a relayed
-// tunnel ends; calling it again does nothing.
-func (c *Conn) Release() { c.release.run() }
+// Release gives back what the connection holds (its lease). It is called
+// by Close and when a relayed tunnel ends; calling it again does nothing.
+func (c *Conn) Release() { c.lease.end() }
 
 // Close closes the connection and releases it.
 func (c *Conn) Close() error {
@@ -42,7 +43,8 @@ func (c *Conn) Close() error {
 // the addresses routing resolved, through the SSRF guard and the loop
 // check) or through the decision's pool, which never falls back to direct.
 // It tells the destination's breaker the outcome and records the member
-// and the set-up time in ev.
+// and the set-up time in ev. The connection takes over the admission's
+// lease; a failure releases it.
 func (s *Server) open(ctx context.Context, ev *event, a *admission) (*Conn, error) {
 	start := time.Now()
 	c, err := s.dial(ctx, a.st, a.dial, a.dec, a.pin)
@@ -50,8 +52,10 @@ func (s *Server) open(ctx context.Context, ev *event, a *admission) (*Conn, erro
 		s.reportDest(a.dest, err)
 	}
 	if err != nil {
+		a.lease.end()
 		return nil, err
 	}
+	c.lease.take(&a.lease)
 	c.Connect = time.Since(start)
 	ev.connect = c.Connect
 	if c.Member != nil {
@@ -85,7 +89,7 @@ func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route
 	if pin != "" {
 		target = pin
 	}
-	t, err := p.DialTunnel(ctx, target)
+	t, err := s.tr.DialTunnel(ctx, p, target)
 	if err != nil {
 		if pe := proxystatus.From(err); pe.Type == proxystatus.PoolUnavailable {
 			s.countUpstreamErr(p.Name, err)
@@ -96,7 +100,7 @@ func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route
 		s.m.UpstreamConnect.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 	}
 	c := &Conn{Conn: t.Conn, Prefix: t.Prefix, Member: t.Member}
-	c.release.add(t.Member.Acquire())
+	c.lease.hold(t.Member.Acquire())
 	return c, nil
 }
 
@@ -112,8 +116,8 @@ func (s *Server) countUpstreamErr(pool string, err error) {
 	s.m.UpstreamErrors.WithLabelValues(pool, pe.Upstream, string(pe.Type)).Inc()
 }
 
-// dialDirect connects to dest, trying its addresses in order within the
-// dial timeout: the address of an IP literal (or a transparent
+// dialDirect connects to dest — the transport dials (DialAddrs), trying
+// its addresses in order within the dial timeout: the address of an IP literal (or a transparent
 // connection's original address), else the addresses dec approved
 // (route.Decision.Addrs: the judged answer, never resolved again), else —
 // when nothing judged the name by its addresses — one lookup's. A lookup
@@ -140,40 +144,11 @@ func (s *Server) dialDirect(ctx context.Context, st *State, dest route.Dest, dec
 			return nil, err
 		}
 	}
-	port := strconv.Itoa(int(dest.Port))
 	addrs, refused := s.dialable(st, dest, dec, addrs)
 	if len(addrs) == 0 {
 		return nil, refused
 	}
-	var last error
-	for i, a := range addrs {
-		actx := ctx
-		var cancel context.CancelFunc = func() {}
-		if dl, ok := ctx.Deadline(); ok && i < len(addrs)-1 {
-			// Leave each remaining address a fair share of the time.
-			share := time.Until(dl) / time.Duration(len(addrs)-i)
-			actx, cancel = context.WithTimeout(ctx, max(share, 500*time.Millisecond))
-		}
-		c, err := s.opts.DialContext(actx, "tcp", net.JoinHostPort(a.String(), port))
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	pe := proxystatus.From(last)
-	out := *pe
-	out.Detail = fmt.Sprintf("connect to %s: %s", dest, errText(last))
-	if len(addrs) > 1 {
-		out.Detail += fmt.Sprintf(" (%d addresses tried)", len(addrs))
-	}
-	if out.Type == proxystatus.ProxyInternalError {
-		out.Type = proxystatus.DestinationUnavailable
-	}
-	return nil, &out
+	return s.tr.DialAddrs(ctx, dest.String(), addrs, dest.Port)
 }
 
 // dialable returns the addresses of dest that may be dialled: not egret's

@@ -14,6 +14,7 @@ import (
 	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/proxystatus"
+	"egret.io/egret/internal/transport"
 )
 
 // The explicit listener's engine: one goroutine per client connection,
@@ -52,11 +53,12 @@ type clientConn struct {
 	// slot is the client's connection slot (limit.Clients), released when
 	// the connection closes; nil without a limit.
 	slot   func()
-	x      exchange // the forwarded request in progress (reused)
-	meters meters   // the metrics its requests counted last
+	x      exchange    // the forwarded request in progress (reused)
+	side   connectSide // the CONNECT in progress's part in the tail (reused)
+	meters meters      // the metrics its requests counted last
 	// authKeys name the idle connections authenticated for this client
 	// (through NTLM and Negotiate members), closed when it ends.
-	authKeys []originKey
+	authKeys []transport.Key
 	// ctx is the connection's, derived from the server's: cancelled when
 	// the connection ends, or by Shutdown when it cuts connections off.
 	ctx    context.Context
@@ -68,7 +70,7 @@ type clientConn struct {
 // http.ErrServerClosed after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.startConnSweeper()
-	s.origins.StartSweeper(s.stop)
+	s.tr.StartSweeper(s.stop)
 	return s.accept(ln, metrics.KindHTTP, func(c net.Conn, slot func()) {
 		cc := &clientConn{s: s, c: c, slot: slot}
 		cc.since.Store(time.Now().UnixNano())
@@ -220,11 +222,11 @@ func (cc *clientConn) peekByte() error {
 	return err
 }
 
-// handOff gives the connection to the tunnel of ev: the tunnel closes it
-// and, when it ends, releases the client's connection slot.
-func (cc *clientConn) handOff(ev *event) {
+// handOff gives the connection to the tunnel of sc: the tunnel closes it
+// and, when it ends, releases the client's connection slot (sc's lease).
+func (cc *clientConn) handOff(sc *Conn) {
 	cc.handedOff = true
-	ev.release.add(cc.slot)
+	sc.lease.hold(cc.slot)
 	cc.slot = nil
 }
 
@@ -248,6 +250,7 @@ func (cc *clientConn) serve() {
 				cc.slot()
 			}
 		}
+		cc.x.lease.end() // a request a panic cut short holds nothing on
 		cc.cancel()
 		cc.state.Store(connDone)
 		cc.dropAuthConns()

@@ -76,7 +76,7 @@ func TestEngineKeepAliveBothSides(t *testing.T) {
 	if n := o.conns.Load(); n != 1 {
 		t.Errorf("origin saw %d connections for 10 requests from 2 clients, want 1 (pooled)", n)
 	}
-	if n := p.origins.Idle(); n != 1 {
+	if n := p.tr.Idle(); n != 1 {
 		t.Errorf("%d idle origin connections pooled, want 1", n)
 	}
 }
@@ -179,7 +179,7 @@ func TestEngineConnectionClose(t *testing.T) {
 		if !c.Closed() {
 			t.Error("connection left open after Connection: close")
 		}
-		waitFor(t, func() bool { return p.origins.Idle() == 1 })
+		waitFor(t, func() bool { return p.tr.Idle() == 1 })
 	})
 	t.Run("origin-closes", func(t *testing.T) {
 		before := o.conns.Load()

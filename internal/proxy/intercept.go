@@ -8,7 +8,9 @@ import (
 	"sync/atomic"
 
 	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/relay"
+	"egret.io/egret/internal/transport"
 )
 
 // Interception hands admitted CONNECT tunnels whose target is one of Sites
@@ -31,13 +33,26 @@ const (
 	logIntError    = "intercept_error"
 )
 
+// SiteRules is implemented by the WorkloadRules of a policy that may
+// intercept (package policy's Effective): the site of a host for the
+// workload, or nil.
+type SiteRules interface {
+	InterceptSite(host string) *intercept.Site
+}
+
 // interceptSite returns the site an admitted tunnel to a is intercepted
-// for, or nil: an opaque tunnel.
-func (s *Server) interceptSite(a *admission) *intercept.Site {
-	if s.opts.Intercept == nil {
-		return nil
+// for, or nil: an opaque tunnel. The gateway's own sites come first (its
+// operator's), then those of the client's policy.
+func (s *Server) interceptSite(ev *event, a *admission) *intercept.Site {
+	if s.opts.Intercept != nil {
+		if site := s.opts.Intercept.Sites.Lookup(a.dest.Host); site != nil {
+			return site
+		}
 	}
-	return s.opts.Intercept.Sites.Lookup(a.dest.Host)
+	if r, ok := ev.wl.Rules.(SiteRules); ok && r != nil {
+		return r.InterceptSite(a.dest.Host)
+	}
+	return nil
 }
 
 // intercept serves a registered tunnel (t: the client and sc) with the
@@ -45,16 +60,23 @@ func (s *Server) interceptSite(a *admission) *intercept.Site {
 // limits released and it is logged, as start does for a relayed one.
 func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []byte, sc *Conn, a *admission, site *intercept.Site) {
 	ev.site = site.Name
+	if s.opts.Intercept == nil {
+		// A policy's site, and no engine to serve it (the policy package
+		// refuses such a policy; this holds should one get through):
+		// never an opaque tunnel in its place, which would skip its rules.
+		ev.err = &proxystatus.Error{Type: proxystatus.ProxyConfigurationErr,
+			Detail: "the workload's policy intercepts " + a.dest.Host + " and this gateway has no interception CA"}
+		client.Close()
+		sc.Close()
+		s.finish(ev)
+		s.removeTunnel(t)
+		return
+	}
 	ev.intercepted = true
 	tc := &touchConn{Conn: client, t: t}
 	client = tc
-	if len(early) > 0 {
-		client = &prefixConn{Conn: client, prefix: early}
-	}
-	var origin net.Conn = sc.Conn
-	if len(sc.Prefix) > 0 {
-		origin = &prefixConn{Conn: sc.Conn, prefix: sc.Prefix}
-	}
+	client = transport.WithPrefix(client, early)
+	origin := transport.WithPrefix(sc.Conn, sc.Prefix)
 	workload := ""
 	if ev.identified && ev.wl.Namespace != "" {
 		workload = ev.wl.Namespace + "/" + ev.wl.ServiceAccount
@@ -71,10 +93,7 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 			if err != nil {
 				return nil, err
 			}
-			if len(c.Prefix) > 0 {
-				return &prefixConn{Conn: c, prefix: c.Prefix}, nil
-			}
-			return c, nil
+			return transport.WithPrefix(c, c.Prefix), nil
 		},
 		// An exempt server name stays an opaque tunnel to the connection
 		// admission made, the ClientHello replayed.

@@ -20,7 +20,7 @@ import (
 func (x *exchange) failed(err error) (bool, error) {
 	cc := x.cc
 	x.EndBody()
-	x.dropOrigin()
+	x.Drop()
 	x.ConsumeInline()
 	if berr := x.BodyError(); berr != nil {
 		// The request body failed on the client's side.
@@ -88,7 +88,7 @@ func (x *exchange) respond(resp *http.Response) bool {
 		head.Length = http1.HeaderLength(resp.Header)
 	}
 	bw := cc.bw
-	http1.WriteResponseHead(bw, resp, &head, x.lenBuf[:0])
+	http1.WriteResponseHead(bw, resp, &head, x.respBuf[:0])
 	x.ev.status = code
 	var rerr, werr error
 	if bodyless || resp.Body == http.NoBody {
@@ -96,25 +96,25 @@ func (x *exchange) respond(resp *http.Response) bool {
 			bw.WriteString("0\r\n\r\n")
 		}
 	} else {
-		rerr, werr, x.writeDeadline = http1.CopyResponse(bw, cc.c, resp, x.oc.R, chunked, positive(s.opts.Timeouts.ClientIdle), &x.ev.down)
+		rerr, werr, x.writeDeadline = http1.CopyResponse(bw, cc.c, resp, x.Conn.R, chunked, positive(s.opts.Timeouts.ClientIdle), &x.ev.down)
 	}
 	x.EndBody()
 	if rerr == nil && werr == nil {
 		// The response is read: the origin connection can serve another
 		// client while this one's last bytes go out.
-		x.releaseOrigin(resp)
+		x.Release(resp)
 		werr = bw.Flush()
 	}
 	switch {
 	case werr != nil:
 		x.ev.err = clientGone(werr)
-		x.dropOrigin()
+		x.Drop()
 		return false
 	case rerr != nil:
 		pe := *proxystatus.From(rerr)
 		pe.Type, pe.Detail = proxystatus.HTTPResponseIncomplete, "response body: "+pe.Detail
 		x.ev.err = &pe
-		x.dropOrigin()
+		x.Drop()
 		return false
 	}
 	if x.writeDeadline {
@@ -129,7 +129,7 @@ func (x *exchange) switchProtocols(resp *http.Response) bool {
 	cc, s := x.cc, x.cc.s
 	if x.Upgrade == "" || !strings.EqualFold(resp.Header.Get("Upgrade"), x.Upgrade) {
 		x.EndBody()
-		x.dropOrigin()
+		x.Drop()
 		e := &proxystatus.Error{Type: proxystatus.HTTPProtocolError,
 			Detail: fmt.Sprintf("origin switched to protocol %q when %q was asked for", resp.Header.Get("Upgrade"), x.Upgrade)}
 		x.ev.err, x.ev.status = e, e.Code()
@@ -140,25 +140,21 @@ func (x *exchange) switchProtocols(resp *http.Response) bool {
 	x.ev.status = resp.StatusCode
 	if err := cc.bw.Flush(); err != nil {
 		x.ev.err = clientGone(err)
-		x.dropOrigin()
+		x.Drop()
 		return false
 	}
 	cc.c.SetReadDeadline(time.Time{})
-	oc := x.oc
-	x.oc = nil
-	sc := &Conn{Conn: oc.Conn, Prefix: http1.Buffered(oc.R)}
-	oc.Detach()
-	if x.release != nil {
-		sc.release.add(x.release)
-		x.release = nil
-	}
+	c, prefix := x.Hijack()
+	sc := &Conn{Conn: c, Prefix: prefix}
+	sc.lease.take(&x.lease)
+	sc.lease.hold(x.MemberDone)
+	x.MemberDone = nil
 	ev := new(event)
 	*ev = x.ev
-	x.ev.release = nil
 	s.observeSetup(ev)
 	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	cc.handOff(ev)
+	cc.handOff(sc)
 	s.start(ev, t, http1.Buffered(cc.r.Buf()), sc)
 	return false
 }

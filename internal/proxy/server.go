@@ -15,10 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/relay"
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/transport"
 	"egret.io/egret/internal/upstream"
 )
 
@@ -117,9 +117,9 @@ type Server struct {
 
 	events       *upstream.Events
 	insights     insights
-	origins      *originPool // idle connections of forwarded requests
-	via10, via11 string      // Via elements
-	shortLog     everySecond // the refused short names' log lines
+	tr           *transport.Transport // dials; keeps the idle connections of forwarded requests
+	via10, via11 string               // Via elements
+	shortLog     everySecond          // the refused short names' log lines
 	// dnsOK and dnsErr are the children of the lookup counter, taken once
 	// (a label lookup per lookup would allocate); nil without metrics.
 	dnsOK, dnsErr prometheus.Counter
@@ -174,14 +174,11 @@ func New(opts Options, st *State) (*Server, error) {
 	if opts.Resolver == nil {
 		opts.Resolver = net.DefaultResolver
 	}
-	if opts.DialContext == nil {
-		opts.DialContext = dialTCP
-	}
 	s := &Server{
 		opts:    opts,
 		log:     opts.Logger,
 		m:       opts.Metrics,
-		origins: http1.NewPool[originKey](),
+		tr:      transport.New(opts.DialContext, opts.OriginTLS),
 		via10:   "1.0 " + opts.Via + " (egret)",
 		via11:   "1.1 " + opts.Via + " (egret)",
 		conns:   map[*clientConn]struct{}{},
@@ -240,10 +237,14 @@ func (s *Server) SetState(st *State) error {
 // credential that is no longer in use. Call it after changing members or
 // credentials; connections busy now are closed when their request ends.
 func (s *Server) RetireConnections() {
-	if s.origins != nil {
-		s.origins.Retire()
+	if s.tr != nil {
+		s.tr.Retire()
 	}
 }
+
+// Transport returns the transport the server dials with (the probes of
+// its pools use it too).
+func (s *Server) Transport() *transport.Transport { return s.tr }
 
 // State returns the current state.
 func (s *Server) State() *State { return s.state.Load() }
@@ -258,7 +259,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.connsMu.Unlock()
 	s.raw.close()
-	s.origins.Close()
+	s.tr.Close()
 	var err error
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -276,7 +277,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		break
 	}
 	s.closeConns()
-	s.origins.Close()
+	s.tr.Close()
 	s.cancel()
 	select {
 	case <-s.stop:
@@ -347,23 +348,6 @@ func (s *Server) startReaper() {
 			}
 		})
 	})
-}
-
-var (
-	remoteDialer   = &net.Dialer{KeepAlive: 30 * time.Second}
-	loopbackDialer = &net.Dialer{KeepAlive: -1}
-)
-
-// dialTCP is the default Options.DialContext. Like the listeners (see
-// listenTCP), it sets no TCP keep-alive probes on connections to loopback
-// addresses: a peer on the same host cannot vanish behind a NAT, and the
-// probes would cost four system calls per connection. Other connections
-// keep Go's default probes.
-func dialTCP(ctx context.Context, network, addr string) (net.Conn, error) {
-	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().IsLoopback() {
-		return loopbackDialer.DialContext(ctx, network, addr)
-	}
-	return remoteDialer.DialContext(ctx, network, addr)
 }
 
 func positive(d time.Duration) time.Duration {

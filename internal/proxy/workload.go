@@ -16,6 +16,7 @@ import (
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/sniff"
+	"egret.io/egret/internal/transport"
 )
 
 // Per-workload egress: with Options.Workloads set (package policy, wired
@@ -182,15 +183,15 @@ func unapproved(dec route.Decision, why string) route.Decision {
 	return route.Decision{Action: route.Deny, Reason: dec.Reason, Rule: dec.Rule, Entry: dec.Entry, Source: dec.Source + ": " + why}
 }
 
-// admitWorkload takes the slot of the workload's limits.
-func (s *Server) admitWorkload(ctx context.Context, ev *event) *proxystatus.Error {
+// admitWorkload takes the slot of the workload's limits into l.
+func (s *Server) admitWorkload(ctx context.Context, ev *event, l *lease) *proxystatus.Error {
 	r := ev.wl.Rules
 	if r == nil {
 		return nil
 	}
 	rel, err := r.Admit(ctx)
 	if err == nil {
-		ev.release.add(rel)
+		l.hold(rel)
 		return nil
 	}
 	if pm := s.policyMetrics(); pm != nil {
@@ -284,7 +285,7 @@ func (s *Server) checkSNI(ev *event, a *admission, c net.Conn, early []byte) ([]
 	if !check || a.dest.Addr.IsValid() {
 		return early, nil
 	}
-	res, err := sniff.Sniff(&prefixConn{Conn: c, prefix: early}, sniff.Options{FirstByteTimeout: sniTimeout, Timeout: sniTimeout})
+	res, err := sniff.Sniff(transport.WithPrefix(c, early), sniff.Options{FirstByteTimeout: sniTimeout, Timeout: sniTimeout})
 	var detail string
 	if why := unfinished(res, err); why != "" {
 		detail = "SNI check could not finish: " + why + " (" + ev.wl.Policy + ")"

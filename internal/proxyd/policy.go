@@ -76,6 +76,16 @@ func startPolicy(ctx context.Context, cfg *config.Proxy, p *process, st *proxy.S
 	}, Granted: func(pool, ns string) bool {
 		return p.current().Pools[pool].Grants(ns) // the configuration in force
 	}}
+	if cfg.Intercept != nil {
+		// Policies may intercept: their credentials read the Secrets the
+		// configuration in force grants, from the API server.
+		eng.Intercept = &policy.Secrets{Client: cs, Context: ctx, Logger: log, Grants: func() []string {
+			if ic := p.current().Intercept; ic != nil {
+				return ic.Secrets
+			}
+			return nil
+		}}
+	}
 	p.policy = eng
 	w := &policy.Watcher{Client: dyn, Engine: eng, Logger: log}
 	if err := w.Start(ctx, policySyncWait); err != nil {

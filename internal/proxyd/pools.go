@@ -102,7 +102,7 @@ func (p *process) follow(cfg *config.Proxy, st *proxy.State) {
 			p.watchMembers(ctx, cfg, pl, pc)
 		}
 		if pc.Probe.Target != "" {
-			go pl.RunProbes(ctx, pc.Probe)
+			go pl.RunProbes(ctx, pc.Probe, p.s.Transport().Opener(pl))
 		}
 	}
 	p.mu.Lock()

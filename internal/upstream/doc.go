@@ -1,4 +1,9 @@
-// Package upstream reaches destinations through upstream proxies.
+// Package upstream keeps the upstream proxies egret reaches destinations
+// through: members, pools, their order, failover and health. It does not
+// dial: internal/transport talks to members (dial, TLS, CONNECT, SOCKS5,
+// the Basic/NTLM/Negotiate handshakes, requests in absolute form) and runs
+// each attempt Pool.Do hands it; probes go through the transport too
+// (Opener).
 //
 // A Member is one http://, https:// or socks5:// proxy with a weight, an
 // optional backup flag and credentials (its own, from its URL, or the

@@ -312,7 +312,7 @@ func (m *Member) ProxyURL() *url.URL { return m.ProxyURLWith(m.Credential()) }
 
 // ProxyURLWith returns the member's URL carrying c (nil: none). The URL is
 // built once per credential. An https member is returned with the http
-// scheme: egret dials it and does the TLS itself (DialMember), so the
+// scheme: egret dials it and does the TLS itself (transport.DialMember), so the
 // transport must not add a second TLS layer.
 func (m *Member) ProxyURLWith(c *credentials.Credential) *url.URL {
 	if v, ok := m.urls.Load(c); ok {

@@ -1,20 +1,16 @@
 package upstream
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/proxy"
 
 	"egret.io/egret/internal/credentials"
 	"egret.io/egret/internal/proxyauth"
@@ -229,16 +225,6 @@ func (p *Pool) ResetHealth() {
 	}
 }
 
-// Tunnel is an established CONNECT tunnel through a member.
-type Tunnel struct {
-	net.Conn
-	Member *Member
-	// Prefix holds bytes the member sent after its CONNECT answer that are
-	// already read from Conn; they belong to the tunnel and must be relayed
-	// first.
-	Prefix []byte
-}
-
 // Credential is a member's user name and password, as Try receives it.
 type Credential = credentials.Credential
 
@@ -328,21 +314,6 @@ func (p *Pool) tryMember(ctx context.Context, m *Member, more bool, again func(e
 	}
 	p.attempt(m, code, err)
 	return cred, err
-}
-
-// DialTunnel opens a tunnel to target ("host:port") through the pool (see
-// Do for the failover).
-func (p *Pool) DialTunnel(ctx context.Context, target string) (*Tunnel, error) {
-	var t *Tunnel
-	_, err := p.Do(ctx, hostOf(target), nil, func(ctx context.Context, m *Member, cred *credentials.Credential, _ bool) (int, error) {
-		tt, code, err := p.OpenTunnel(ctx, m, target, cred)
-		t = tt
-		return code, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // Silence is a member that took a request or a CONNECT and did not answer
@@ -448,7 +419,9 @@ func Fault(err error) (member, retry bool) {
 	return false, false
 }
 
-func hostOf(target string) string {
+// TargetHost is the host of a tunnel target "host:port" (brackets off an
+// IPv6 address): what Do is given to order members by.
+func TargetHost(target string) string {
 	if i := strings.LastIndexByte(target, ':'); i >= 0 && !strings.HasSuffix(target, "]") {
 		target = target[:i]
 	}
@@ -463,120 +436,14 @@ func (p *Pool) Timeout() time.Duration {
 	return DefaultConnectTimeout
 }
 
-// OpenTunnel makes one attempt at a tunnel to target through m with cred
-// (nil: none): no failover, no fallback, no health verdict (Do's work). It
-// returns the member's status code (0 when it did not answer).
-func (p *Pool) OpenTunnel(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout())
-	defer cancel()
-	if m.URL.Scheme == SchemeSOCKS5 {
-		t, err := p.dialSOCKS(ctx, m, target, cred)
-		return t, 0, err
-	}
-	// A per-connection scheme's first value comes before the dial: a
-	// Kerberos ticket the KDC will not give makes the member unusable.
-	var h *proxyauth.Handshake
-	auth := ""
-	if m.Auth.PerConnection() {
-		h = m.Handshake(cred)
-		var err error
-		if auth, err = h.First(); err != nil {
-			return nil, 0, AuthError(m.Name, err)
-		}
-	} else if cred != nil {
-		auth = cred.AuthHeader()
-	}
-	c, err := p.DialMember(ctx, m)
-	if err != nil {
-		return nil, 0, err
-	}
-	prefix, err := connect(ctx, c, target, auth, h, m.Name)
-	if err != nil {
-		c.Close()
-		code := 0
-		var r *Refusal
-		var pe *proxystatus.Error
-		switch {
-		case errors.As(err, &r):
-			code = r.Code
-		case errors.As(err, &pe) && pe.Type == proxystatus.ConnectionReadTimeout:
-			err = &Silence{Err: pe} // it took the CONNECT and said nothing
-		}
-		return nil, code, err
-	}
-	return &Tunnel{Conn: c, Member: m, Prefix: prefix}, http.StatusOK, nil
-}
-
-// DialMember connects to an http or https member: TCP, then TLS for https
-// (with TLSConfig). Failures name the member.
-func (p *Pool) DialMember(ctx context.Context, m *Member) (net.Conn, error) {
-	c, err := p.dial(ctx, m.URL.Host)
-	if err != nil {
-		return nil, memberErr(m, "connect to upstream", err)
-	}
-	if m.URL.Scheme != SchemeHTTPS {
-		return c, nil
-	}
-	cfg := &tls.Config{}
-	if p.TLSConfig != nil {
-		cfg = p.TLSConfig.Clone()
-	}
-	if cfg.ServerName == "" {
-		cfg.ServerName = m.URL.Hostname()
-	}
-	tc := tls.Client(c, cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		c.Close()
-		var ce *tls.CertificateVerificationError
-		t := proxystatus.TLSProtocolError
-		if errors.As(err, &ce) {
-			t = proxystatus.TLSCertificateError
-		}
-		return nil, &proxystatus.Error{Type: t, Upstream: m.Name, Detail: "TLS to upstream: " + err.Error(), Err: err}
-	}
-	return tc, nil
-}
-
-func (p *Pool) dial(ctx context.Context, addr string) (net.Conn, error) {
-	if p.Dialer != nil {
-		return p.Dialer.DialContext(ctx, "tcp", addr)
-	}
-	d := net.Dialer{Timeout: DefaultDialTimeout}
-	return d.DialContext(ctx, "tcp", addr)
-}
-
-func (p *Pool) dialSOCKS(ctx context.Context, m *Member, target string, cred *credentials.Credential) (*Tunnel, error) {
-	var auth *proxy.Auth
-	if cred != nil && !cred.IsBearer() { // SOCKS5 has no place for a bearer token
-		auth = &proxy.Auth{User: cred.User, Password: cred.Password}
-	}
-	var fwd proxy.Dialer = ctxDialer{p}
-	d, err := proxy.SOCKS5("tcp", m.URL.Host, auth, fwd)
-	if err != nil {
-		return nil, memberErr(m, "socks5 upstream", err)
-	}
-	c, err := d.(proxy.ContextDialer).DialContext(ctx, "tcp", target)
-	if err != nil {
-		return nil, memberErr(m, "socks5 connect", err)
-	}
-	return &Tunnel{Conn: c, Member: m}, nil
-}
-
-type ctxDialer struct{ p *Pool }
-
-func (c ctxDialer) Dial(network, addr string) (net.Conn, error) {
-	return c.p.dial(context.Background(), addr)
-}
-
-func (c ctxDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	return c.p.dial(ctx, addr)
-}
-
-func memberErr(m *Member, doing string, err error) error {
+// MemberError is a failure reaching the member named name while doing
+// something (a dial, TLS, a SOCKS5 handshake): a *proxystatus.Error that
+// names the member, with Go's "dial tcp 1.2.3.4:5:" noise stripped.
+func MemberError(name, doing string, err error) error {
 	pe := proxystatus.From(err)
 	out := *pe
-	out.Upstream = m.Name
-	out.Detail = doing + " " + m.Name + ": " + errText(err)
+	out.Upstream = name
+	out.Detail = doing + " " + name + ": " + errText(err)
 	out.Err = err
 	if out.Type == proxystatus.ProxyInternalError {
 		out.Type = proxystatus.ConnectionTerminated
@@ -593,100 +460,12 @@ func errText(err error) string {
 	return err.Error()
 }
 
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1024) }}
-
-// maxChallengeBody bounds the body of a 407 that carries a handshake's
-// challenge: egret reads it to send the next CONNECT on the same
-// connection.
-const maxChallengeBody = 64 << 10
-
-// connect performs an HTTP CONNECT handshake for target on c, which is
-// already connected to an HTTP proxy named name, running the handshake h
-// (nil: none) from its first Proxy-Authorization value auth (or ""). It
-// returns bytes that arrived after the proxy's 200 answer; failures are
-// *proxystatus.Error values naming the proxy, a refusal is a *Refusal.
-// A 407 that h can answer is answered with the next CONNECT on the same
-// connection, so the authentication stays with the tunnel.
-func connect(ctx context.Context, c net.Conn, target, auth string, h *proxyauth.Handshake, name string) ([]byte, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-		defer c.SetDeadline(time.Time{})
-	}
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(c)
-	defer func() { br.Reset(nil); readerPool.Put(br) }()
-	for {
-		var b strings.Builder
-		b.Grow(96 + len(auth))
-		b.WriteString("CONNECT ")
-		b.WriteString(target)
-		b.WriteString(" HTTP/1.1\r\nHost: ")
-		b.WriteString(target)
-		b.WriteString("\r\n")
-		if auth != "" {
-			b.WriteString("Proxy-Authorization: ")
-			b.WriteString(auth)
-			b.WriteString("\r\n")
-		}
-		b.WriteString("\r\n")
-		if _, err := io.WriteString(c, b.String()); err != nil {
-			return nil, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: name, Detail: "send CONNECT to upstream: " + errText(err), Err: err}
-		}
-		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-		if err != nil {
-			t := proxystatus.HTTPProtocolError
-			if pe := proxystatus.From(err); pe.Type != proxystatus.ProxyInternalError {
-				t = pe.Type
-			}
-			if t == proxystatus.ConnectionTimeout {
-				t = proxystatus.ConnectionReadTimeout
-			}
-			detail := "read upstream's CONNECT answer: " + errText(err)
-			if h != nil && errors.Is(err, io.EOF) && auth != "" && strings.HasPrefix(auth, "NTLM ") {
-				t, detail = proxystatus.ConnectionTerminated, "upstream closed the connection during the NTLM handshake"
-			}
-			return nil, &proxystatus.Error{Type: t, Upstream: name, Detail: detail, Err: err}
-		}
-		if resp.StatusCode/100 == 2 {
-			if n := br.Buffered(); n > 0 {
-				prefix := make([]byte, n)
-				br.Read(prefix)
-				return prefix, nil
-			}
-			return nil, nil
-		}
-		if h == nil || resp.StatusCode != http.StatusProxyAuthRequired {
-			resp.Body.Close()
-			return nil, RefusalError(name, resp)
-		}
-		next, herr := h.Next(resp.Header.Values("Proxy-Authenticate"))
-		if herr != nil {
-			resp.Body.Close()
-			return nil, AuthRefusal(name, herr)
-		}
-		// The next round goes on this connection: read the 407's body.
-		if resp.Close {
-			resp.Body.Close()
-			return nil, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Upstream: name,
-				Detail: "upstream " + name + " closes the connection after its " + h.Scheme.String() + " challenge; the handshake needs it kept alive"}
-		}
-		if n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxChallengeBody+1)); err != nil || n > maxChallengeBody {
-			return nil, &proxystatus.Error{Type: proxystatus.HTTPProtocolError, Upstream: name,
-				Detail: "upstream " + name + ": the body of its 407 challenge is unreadable or larger than 64 KiB"}
-		}
-		auth = next
-	}
-}
-
 // AuthError is the failure of a member's authentication before the member
 // was asked (a Kerberos ticket the KDC would not give), naming the member.
 func AuthError(name string, err error) error {
 	var ae *proxyauth.Error
 	if !errors.As(err, &ae) {
-		return memberErr(&Member{Name: name}, "authenticate to upstream", err)
+		return MemberError(name, "authenticate to upstream", err)
 	}
 	return &proxystatus.Error{Type: ae.Type(), Status: ae.Status(), Upstream: name, Detail: "upstream " + name + ": " + ae.Detail, Err: ae}
 }

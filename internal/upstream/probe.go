@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -25,10 +26,16 @@ type Probe struct {
 	Timeout  time.Duration
 }
 
-// RunProbes probes every member of the pool on pr's interval until ctx
-// ends. Members are probed concurrently so a dead one does not delay the
+// Opener makes one attempt at a tunnel to target through m with cred (nil:
+// none), as internal/transport's OpenTunnel does: the tunnel (closed by
+// the probe), the member's status code (0 when it did not answer) and the
+// failure. The pool does not dial: the transport does.
+type Opener func(ctx context.Context, m *Member, target string, cred *credentials.Credential) (io.Closer, int, error)
+
+// RunProbes probes every member of the pool on pr's interval, through
+// open, until ctx ends. Members are probed concurrently so a dead one does not delay the
 // others.
-func (p *Pool) RunProbes(ctx context.Context, pr Probe) {
+func (p *Pool) RunProbes(ctx context.Context, pr Probe, open Opener) {
 	if pr.Target == "" {
 		return
 	}
@@ -48,7 +55,7 @@ func (p *Pool) RunProbes(ctx context.Context, pr Probe) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		p.ProbeOnce(ctx, pr)
+		p.ProbeOnce(ctx, pr, open)
 		select {
 		case <-ctx.Done():
 			return
@@ -57,8 +64,9 @@ func (p *Pool) RunProbes(ctx context.Context, pr Probe) {
 	}
 }
 
-// ProbeOnce probes every member once and waits for the results.
-func (p *Pool) ProbeOnce(ctx context.Context, pr Probe) {
+// ProbeOnce probes every member once, through open, and waits for the
+// results.
+func (p *Pool) ProbeOnce(ctx context.Context, pr Probe, open Opener) {
 	timeout := pr.Timeout
 	if timeout <= 0 {
 		timeout = DefaultProbeTimeout
@@ -70,15 +78,13 @@ func (p *Pool) ProbeOnce(ctx context.Context, pr Probe) {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			var t *Tunnel
 			cred, err := p.tryMember(pctx, m, false, nil, func(ctx context.Context, m *Member, cred *credentials.Credential, _ bool) (int, error) {
-				tt, code, err := p.OpenTunnel(ctx, m, pr.Target, cred)
-				t = tt
+				t, code, err := open(ctx, m, pr.Target, cred)
+				if t != nil {
+					t.Close()
+				}
 				return code, err
 			})
-			if t != nil {
-				t.Close()
-			}
 			m.h.mu.Lock()
 			m.h.probedAt, m.h.probeOK = p.now(), err == nil
 			m.h.mu.Unlock()

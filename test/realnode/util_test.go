@@ -57,6 +57,7 @@ type echoReply struct {
 	RemoteIP string `json:"remote_ip"`
 	Method   string `json:"method"`
 	Host     string `json:"host"`
+	Path     string `json:"path"`
 	TLS      bool   `json:"tls"`
 }
 

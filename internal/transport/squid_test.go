@@ -1,4 +1,4 @@
-package upstream
+package transport
 
 import (
 	"context"
@@ -21,7 +21,24 @@ import (
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/squid"
+	"egret.io/egret/internal/upstream"
 )
+
+// tr is the transport the tests dial members with.
+var tr = New(nil, nil)
+
+func members(t testing.TB, specs ...string) []*upstream.Member {
+	t.Helper()
+	var out []*upstream.Member
+	for _, s := range specs {
+		m, err := upstream.ParseMemberSpec(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, upstream.NewMember(m))
+	}
+	return out
+}
 
 const (
 	user = "egret"
@@ -69,13 +86,13 @@ func (l *eventLog) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-func (l *eventLog) events() *Events {
-	return &Events{
-		Down: func(pool string, m *Member, d time.Duration, err error) {
+func (l *eventLog) events() *upstream.Events {
+	return &upstream.Events{
+		Down: func(pool string, m *upstream.Member, d time.Duration, err error) {
 			l.add("down " + m.Name + " " + string(proxystatus.From(err).Type))
 		},
-		Up:       func(pool string, m *Member, how string) { l.add("up " + m.Name + " " + how) },
-		Fallback: func(pool string, m *Member) { l.add("fallback " + m.Name) },
+		Up:       func(pool string, m *upstream.Member, how string) { l.add("up " + m.Name + " " + how) },
+		Fallback: func(pool string, m *upstream.Member) { l.add("fallback " + m.Name) },
 	}
 }
 
@@ -89,10 +106,10 @@ func TestPoolFailoverRealSquids(t *testing.T) {
 	good := squid.Start(t, squid.Options{User: user, Password: pass, Hosts: hosts})
 	var ev eventLog
 	dead := deadAddr(t)
-	p := &Pool{Name: "p", Events: ev.events(), Backoff: Backoff{Initial: time.Minute},
+	p := &upstream.Pool{Name: "p", Events: ev.events(), Backoff: upstream.Backoff{Initial: time.Minute},
 		Members: members(t, "http://"+user+":"+enc+"@"+bad.Addr, "http://"+dead, "http://"+user+":"+enc+"@"+good.Addr)}
 	for i := 0; i < 12; i++ {
-		tun, err := p.DialTunnel(context.Background(), "partner.test:"+port)
+		tun, err := tr.DialTunnel(context.Background(), p, "partner.test:"+port)
 		if err != nil {
 			t.Fatalf("tunnel %d: %v", i, err)
 		}
@@ -112,13 +129,13 @@ func TestPoolFailoverRealSquids(t *testing.T) {
 	}
 	// Everyone down: the pool is unavailable, nothing goes direct.
 	good.Stop()
-	_, err := p.DialTunnel(context.Background(), "partner.test:"+port)
+	_, err := tr.DialTunnel(context.Background(), p, "partner.test:"+port)
 	if pe := proxystatus.From(err); pe.Type != proxystatus.ConnectionRefused || pe.Upstream != "http://"+good.Addr {
 		t.Fatalf("last member dead: %v", err)
 	}
 	// All members down: the one due back first is still tried (its real
 	// error comes back); nothing goes direct.
-	_, err = p.DialTunnel(context.Background(), "partner.test:"+port)
+	_, err = tr.DialTunnel(context.Background(), p, "partner.test:"+port)
 	if pe := proxystatus.From(err); pe.Upstream == "" || pe.Type == proxystatus.PoolUnavailable {
 		t.Fatalf("all members down, last resort: %v", err)
 	}
@@ -126,7 +143,7 @@ func TestPoolFailoverRealSquids(t *testing.T) {
 	for _, m := range p.Current() {
 		m.MarkDown(time.Now(), p.Backoff, "connection_timeout via "+m.Name)
 	}
-	_, err = p.DialTunnel(context.Background(), "partner.test:"+port)
+	_, err = tr.DialTunnel(context.Background(), p, "partner.test:"+port)
 	if pe := proxystatus.From(err); pe.Type != proxystatus.PoolUnavailable || pe.Code() != 503 {
 		t.Fatalf("all members down: %v", err)
 	}
@@ -144,10 +161,10 @@ func TestCredentialFallbackRealSquid(t *testing.T) {
 	var retired int
 	store.OnRetire(func() { retired++ })
 	var ev eventLog
-	p := &Pool{Name: "p", Credentials: store, Events: ev.events(), Members: members(t, "http://"+sq.Addr)}
+	p := &upstream.Pool{Name: "p", Credentials: store, Events: ev.events(), Members: members(t, "http://"+sq.Addr)}
 	dial := func() {
 		t.Helper()
-		tun, err := p.DialTunnel(context.Background(), "partner.test:"+port)
+		tun, err := tr.DialTunnel(context.Background(), p, "partner.test:"+port)
 		if err != nil {
 			t.Fatalf("tunnel: %v\n%s", err, ev.String())
 		}
@@ -187,8 +204,8 @@ func TestHTTPSMember(t *testing.T) {
 	ca, certPEMPool, tlsAddr := tlsFront(t, sq.Addr)
 	_ = certPEMPool
 	m := members(t, "https://"+user+":"+enc+"@"+tlsAddr)[0]
-	p := &Pool{Name: "tls", Members: []*Member{m}, TLSConfig: &tls.Config{RootCAs: ca, ServerName: "proxy.test"}}
-	tun, err := p.DialTunnel(context.Background(), "partner.test:"+port)
+	p := &upstream.Pool{Name: "tls", Members: []*upstream.Member{m}, TLSConfig: &tls.Config{RootCAs: ca, ServerName: "proxy.test"}}
+	tun, err := tr.DialTunnel(context.Background(), p, "partner.test:"+port)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +214,8 @@ func TestHTTPSMember(t *testing.T) {
 		t.Errorf("tunnel is a %T, want TLS", tun.Conn)
 	}
 	// Without the CA the certificate is refused and the member blamed.
-	p2 := &Pool{Name: "tls", Members: members(t, "https://"+tlsAddr), TLSConfig: &tls.Config{ServerName: "proxy.test"}}
-	_, err = p2.DialTunnel(context.Background(), "partner.test:"+port)
+	p2 := &upstream.Pool{Name: "tls", Members: members(t, "https://"+tlsAddr), TLSConfig: &tls.Config{ServerName: "proxy.test"}}
+	_, err = tr.DialTunnel(context.Background(), p2, "partner.test:"+port)
 	if pe := proxystatus.From(err); pe.Type != proxystatus.TLSCertificateError {
 		t.Fatalf("unknown CA: %v", err)
 	}
@@ -221,19 +238,19 @@ func TestSOCKS5Member(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	waitListen(t, addr)
-	p := &Pool{Name: "s", Members: members(t, "socks5://"+user+":sockspw@"+addr)}
+	p := &upstream.Pool{Name: "s", Members: members(t, "socks5://"+user+":sockspw@"+addr)}
 	// microsocks resolves names itself (real DNS): use an IP literal.
-	tun, err := p.DialTunnel(context.Background(), "127.0.0.1:"+port)
+	tun, err := tr.DialTunnel(context.Background(), p, "127.0.0.1:"+port)
 	if err != nil {
 		t.Fatal(err)
 	}
 	readHello(t, tun)
-	bad := &Pool{Name: "s", Members: members(t, "socks5://"+user+":wrong@"+addr)}
-	_, err = bad.DialTunnel(context.Background(), "127.0.0.1:"+port)
+	bad := &upstream.Pool{Name: "s", Members: members(t, "socks5://"+user+":wrong@"+addr)}
+	_, err = tr.DialTunnel(context.Background(), bad, "127.0.0.1:"+port)
 	if err == nil || strings.Contains(err.Error(), "wrong") {
 		t.Fatalf("wrong SOCKS password: %v", err)
 	}
-	if member, _ := Fault(err); !member {
+	if member, _ := upstream.Fault(err); !member {
 		t.Errorf("a refused SOCKS login is not the member's fault: %v", err)
 	}
 }
@@ -244,11 +261,11 @@ func TestProbeBringsMemberBack(t *testing.T) {
 	port := echoOrigin(t)
 	sq := squid.Start(t, squid.Options{Hosts: map[string]string{"partner.test": "127.0.0.1"}})
 	var ev eventLog
-	p := &Pool{Name: "p", Events: ev.events(), Members: members(t, "http://"+sq.Addr, "http://"+deadAddr(t))}
+	p := &upstream.Pool{Name: "p", Events: ev.events(), Members: members(t, "http://"+sq.Addr, "http://"+deadAddr(t))}
 	a, dead := p.Current()[0], p.Current()[1]
-	a.MarkDown(time.Now(), Backoff{Initial: time.Hour}, "test")
-	pr := Probe{Target: "partner.test:" + port, Timeout: 2 * time.Second}
-	p.ProbeOnce(context.Background(), pr)
+	a.MarkDown(time.Now(), upstream.Backoff{Initial: time.Hour}, "test")
+	pr := upstream.Probe{Target: "partner.test:" + port, Timeout: 2 * time.Second}
+	p.ProbeOnce(context.Background(), pr, tr.Opener(p))
 	if !a.Healthy(time.Now()) || dead.Healthy(time.Now()) {
 		t.Fatalf("after a probe: squid healthy %v, dead member healthy %v", a.Healthy(time.Now()), dead.Healthy(time.Now()))
 	}
@@ -261,7 +278,7 @@ func TestProbeBringsMemberBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		p.RunProbes(ctx, Probe{Target: pr.Target, Interval: 20 * time.Millisecond, Timeout: time.Second})
+		p.RunProbes(ctx, upstream.Probe{Target: pr.Target, Interval: 20 * time.Millisecond, Timeout: time.Second}, tr.Opener(p))
 		close(done)
 	}()
 	time.Sleep(100 * time.Millisecond)

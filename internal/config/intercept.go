@@ -27,6 +27,10 @@ type InterceptSpec struct {
 	// reads exactly these from the API server (an EgressPolicy only those
 	// of its own namespace).
 	Secrets []string `json:"secrets,omitempty"`
+	// PublishConfigMap ("namespace/name") is where the gateway writes its
+	// interception CA's certificates (never the key) for the webhook's
+	// trust bundle (--intercept-ca-configmap).
+	PublishConfigMap string `json:"publish_configmap,omitempty"`
 }
 
 // InterceptSiteSpec is one intercepted destination.
@@ -78,6 +82,9 @@ type Intercept struct {
 	// Secrets are the Secrets policies' credentials may name
 	// (namespace/name).
 	Secrets []string
+	// PublishNamespace and PublishName name the ConfigMap the CA's
+	// certificates are published to; "" when not published.
+	PublishNamespace, PublishName string
 }
 
 // SiteSpec maps a site of the file to the engine's form.
@@ -121,6 +128,13 @@ func (l *loader) intercept(f *File, p *Proxy, bad func(error)) {
 		return
 	}
 	out := &Intercept{CADir: fi.CADir, OriginCAFile: fi.OriginCAFile}
+	if ref := fi.PublishConfigMap; ref != "" {
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			bad(atKey("intercept.publish_configmap", fmt.Errorf("%q: a ConfigMap is namespace/name, like egret-system/egret-intercept-ca", ref)))
+		}
+		out.PublishNamespace, out.PublishName = ns, name
+	}
 	for i, ref := range fi.Secrets {
 		ns, name, ok := strings.Cut(ref, "/")
 		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {

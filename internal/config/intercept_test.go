@@ -60,6 +60,7 @@ intercept:
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n", "interception needs at least one site"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  secrets: [openai]\n", "intercept.secrets[0]"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  secrets: [shop/Open_AI]\n", "a Secret is namespace/name"},
+		{"role: gateway\nintercept:\n  ca_dir: /ca\n  secrets: [shop/openai]\n  publish_configmap: egret-intercept-ca\n", "intercept.publish_configmap"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  sites: [{hosts: []}]\n", "needs at least one host"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  sites: [{hosts: [a.test], credentials: [{name: k, scheme: raw, dir: /d}]}]\n", "a raw credential needs a header name"},
 		{"role: gateway\nintercept:\n  ca_dir: /ca\n  sites: [{hosts: [a.test], credentials: [{name: k, dir: /d, files: [/f]}]}]\n", "give dir or files, not both"},

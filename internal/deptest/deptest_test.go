@@ -45,7 +45,7 @@ var rules = map[string][]string{
 
 	// the data plane
 	"proxy":     {"http1", "identity", "intercept", "ipaddr", "limit", "metrics", "origdst", "policy", "proxyauth", "proxystatus", "relay", "resolve", "route", "sniff", "socks5", "transport", "upstream"},
-	"policy":    {"identity", "ipaddr", "ratelimit", "route"},
+	"policy":    {"identity", "intercept", "ipaddr", "ratelimit", "route"},
 	"route":     {"ipaddr"},
 	"sniff":     nil,
 	"transport": {"credentials", "http1", "proxyauth", "proxystatus", "upstream"},

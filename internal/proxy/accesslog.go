@@ -57,8 +57,7 @@ type event struct {
 	up, down    int64
 	start       time.Time
 	connect     time.Duration
-	release     releases // limit slots held until the request or tunnel ends
-	timed       bool     // finish observes the request's duration
+	timed       bool // finish observes the request's duration
 	// clientAdmitted is set once admitClient ran (a listener may run it
 	// before the rest of admit).
 	clientAdmitted bool
@@ -77,8 +76,8 @@ type event struct {
 	interceptErr        string
 }
 
-// finish ends a request or tunnel: its limit slots are released, and it
-// is counted and logged.
+// finish counts and logs a request or tunnel. It frees nothing: what the
+// request or tunnel held (its lease) is released by its end.
 func (s *Server) finish(ev *event) { s.finishWith(ev, nil) }
 
 // meters caches the metric children a client connection used last, so the
@@ -95,7 +94,6 @@ type meters struct {
 type meterKey struct{ kind, action, reason, pool, class string }
 
 func (s *Server) finishWith(ev *event, mc *meters) {
-	ev.release.run()
 	now := time.Now()
 	dur := now.Sub(ev.start)
 	ev.up = atomic.LoadInt64(&ev.up)

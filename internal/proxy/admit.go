@@ -49,6 +49,10 @@ type target struct {
 	// auth is the request's Proxy-Authorization (HTTP): a workload's
 	// service-account token.
 	auth string
+	// wouldDeny is a report-only denial the listener found before
+	// admission (transparent: an SNI check that could not finish); it is
+	// logged when admission finds none of its own.
+	wouldDeny string
 }
 
 // admission is a destination admit let through.
@@ -84,6 +88,9 @@ type admission struct {
 	// short is the short name the client gave when dest is the FQDN it
 	// was expanded to (shortnames.go).
 	short string
+	// lease holds the slots admission took; open moves it into the
+	// connection, and the end of the request or tunnel releases it.
+	lease lease
 }
 
 // answer is one lookup, made at most once: the first name asked is
@@ -115,41 +122,55 @@ func (n *answer) LookupNetIP(ctx context.Context, network, host string) ([]netip
 
 // admit applies the shared policy to a client's request or tunnel. ev
 // gets the destination and the decision as they become known (for the
-// log line), and the limit slots taken, released when ev finishes. A
-// refusal is the error to answer with.
+// log line). The admission returned holds the limit slots taken (its
+// lease), released by the end of the request or tunnel; a refusal is the
+// error to answer with, and holds nothing.
 func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, *proxystatus.Error) {
+	a := &admission{st: s.state.Load()}
+	a.names.s = s
+	e := s.admitLease(ctx, ev, tg, a)
+	if tg.wouldDeny != "" && ev.dec.WouldDeny == "" {
+		ev.dec.WouldDeny = tg.wouldDeny
+	}
+	if e != nil {
+		a.lease.end()
+		return nil, e
+	}
+	return a, nil
+}
+
+// admitLease is admit's work; the slots it takes go into a.lease.
+func (s *Server) admitLease(ctx context.Context, ev *event, tg *target, a *admission) *proxystatus.Error {
 	if !ev.clientAdmitted {
-		if e := s.admitClient(ev); e != nil {
-			return nil, e
+		if e := s.admitClient(ev, &a.lease); e != nil {
+			return e
 		}
 	}
 	if s.opts.Workloads != nil && !ev.identified {
 		if e := s.identify(ctx, ev, tg.auth); e != nil {
-			return nil, e
+			return e
 		}
 	}
-	a := &admission{st: s.state.Load()}
-	a.names.s = s
 	if tg.transparent {
 		if e := s.selfLoop(ev, tg.orig); e != nil {
-			return nil, e
+			return e
 		}
 		s.routeTransparent(ctx, ev, a, tg.orig, tg.sniffed)
 	} else {
 		dest, err := route.ParseDest(tg.hostport, tg.defPort)
 		if err != nil {
-			return nil, &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "destination: " + proxystatus.Scrub(err.Error())}
+			return &proxystatus.Error{Type: proxystatus.HTTPRequestError, Detail: "destination: " + proxystatus.Scrub(err.Error())}
 		}
 		if e := s.shortName(ctx, ev, a, &dest); e != nil {
-			return nil, e
+			return e
 		}
 		a.dest, a.dial = dest, dest
 		ev.dest = dest.String()
 		if e := s.loopVia(tg.via); e != nil {
-			return nil, e
+			return e
 		}
 		if dest.Addr.IsValid() && s.raw.isSelf(netip.AddrPortFrom(dest.Addr, dest.Port)) {
-			return nil, s.loopSelf(dest)
+			return s.loopSelf(dest)
 		}
 		a.dec = a.st.Routes.Decide(ctx, dest, &a.names)
 	}
@@ -163,17 +184,17 @@ func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, 
 	a.routedShort()
 	ev.dest, ev.dec, ev.decided = a.dest.String(), a.dec, true
 	if a.dec.Action == route.Deny {
-		return nil, denied(a.dest, a.dec)
+		return denied(a.dest, a.dec)
 	}
-	if e := s.admitWorkload(ctx, ev); e != nil {
-		return nil, e
+	if e := s.admitWorkload(ctx, ev, &a.lease); e != nil {
+		return e
 	}
-	breaker, err := s.admitDest(a.dest, tg.tunnel, &ev.release)
+	breaker, err := s.admitDest(a.dest, tg.tunnel, &a.lease)
 	if err != nil {
-		return nil, proxystatus.From(err)
+		return proxystatus.From(err)
 	}
 	a.breaker = breaker
-	return a, nil
+	return nil
 }
 
 // pinUpstream sets a.pin for a decision through an upstream pool: when the
@@ -217,9 +238,9 @@ func (s *Server) pinUpstream(a *admission, tg *target) {
 
 // admitClient applies the client allow-list and the per-client limit to
 // the request or tunnel of ev (whose client is "ip:port"). The client's
-// slot is released when ev finishes. An address that does not parse is an
+// slot goes into l. An address that does not parse is an
 // unknown client: refused by an allow-list, and limited as one client.
-func (s *Server) admitClient(ev *event) *proxystatus.Error {
+func (s *Server) admitClient(ev *event, l *lease) *proxystatus.Error {
 	ev.clientAdmitted = true
 	p := &s.opts.Protection
 	if len(p.ClientCIDRs) == 0 && p.Clients == nil {
@@ -239,7 +260,7 @@ func (s *Server) admitClient(ev *event) *proxystatus.Error {
 		if err != nil {
 			return s.limitErr(err)
 		}
-		ev.release.add(rel)
+		l.hold(rel)
 	}
 	return nil
 }

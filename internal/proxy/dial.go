@@ -23,13 +23,15 @@ type Conn struct {
 	// Connect is how long establishing took.
 	Connect time.Duration
 
-	release releases // limit slots and the member's connection count
+	// lease holds the admission's slots, the client connection's slot
+	// once the connection is a tunnel's, and the member's connection
+	// count.
+	lease lease
 }
 
-// Release gives back what the connection holds against limits (and its
-// member's connection count). It is called by Close and when a relayed
-// tunnel ends; calling it again does nothing.
-func (c *Conn) Release() { c.release.run() }
+// Release gives back what the connection holds (its lease). It is called
+// by Close and when a relayed tunnel ends; calling it again does nothing.
+func (c *Conn) Release() { c.lease.end() }
 
 // Close closes the connection and releases it.
 func (c *Conn) Close() error {
@@ -41,7 +43,8 @@ func (c *Conn) Close() error {
 // the addresses routing resolved, through the SSRF guard and the loop
 // check) or through the decision's pool, which never falls back to direct.
 // It tells the destination's breaker the outcome and records the member
-// and the set-up time in ev.
+// and the set-up time in ev. The connection takes over the admission's
+// lease; a failure releases it.
 func (s *Server) open(ctx context.Context, ev *event, a *admission) (*Conn, error) {
 	start := time.Now()
 	c, err := s.dial(ctx, a.st, a.dial, a.dec, a.pin)
@@ -49,8 +52,10 @@ func (s *Server) open(ctx context.Context, ev *event, a *admission) (*Conn, erro
 		s.reportDest(a.dest, err)
 	}
 	if err != nil {
+		a.lease.end()
 		return nil, err
 	}
+	c.lease.take(&a.lease)
 	c.Connect = time.Since(start)
 	ev.connect = c.Connect
 	if c.Member != nil {
@@ -95,7 +100,7 @@ func (s *Server) dial(ctx context.Context, st *State, dest route.Dest, dec route
 		s.m.UpstreamConnect.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 	}
 	c := &Conn{Conn: t.Conn, Prefix: t.Prefix, Member: t.Member}
-	c.release.add(t.Member.Acquire())
+	c.lease.hold(t.Member.Acquire())
 	return c, nil
 }
 

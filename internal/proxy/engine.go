@@ -53,8 +53,9 @@ type clientConn struct {
 	// slot is the client's connection slot (limit.Clients), released when
 	// the connection closes; nil without a limit.
 	slot   func()
-	x      exchange // the forwarded request in progress (reused)
-	meters meters   // the metrics its requests counted last
+	x      exchange    // the forwarded request in progress (reused)
+	side   connectSide // the CONNECT in progress's part in the tail (reused)
+	meters meters      // the metrics its requests counted last
 	// authKeys name the idle connections authenticated for this client
 	// (through NTLM and Negotiate members), closed when it ends.
 	authKeys []transport.Key
@@ -221,11 +222,11 @@ func (cc *clientConn) peekByte() error {
 	return err
 }
 
-// handOff gives the connection to the tunnel of ev: the tunnel closes it
-// and, when it ends, releases the client's connection slot.
-func (cc *clientConn) handOff(ev *event) {
+// handOff gives the connection to the tunnel of sc: the tunnel closes it
+// and, when it ends, releases the client's connection slot (sc's lease).
+func (cc *clientConn) handOff(sc *Conn) {
 	cc.handedOff = true
-	ev.release.add(cc.slot)
+	sc.lease.hold(cc.slot)
 	cc.slot = nil
 }
 
@@ -249,6 +250,7 @@ func (cc *clientConn) serve() {
 				cc.slot()
 			}
 		}
+		cc.x.lease.end() // a request a panic cut short holds nothing on
 		cc.cancel()
 		cc.state.Store(connDone)
 		cc.dropAuthConns()

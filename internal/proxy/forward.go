@@ -39,7 +39,10 @@ type exchange struct {
 	// writeDeadline is set once the response copy put a write deadline on
 	// the client connection; respond clears it.
 	writeDeadline bool
-	respBuf       [32]byte
+	// lease holds the admission's slots until the request ends (or its
+	// tunnel, after a switch of protocols).
+	lease   lease
+	respBuf [32]byte
 }
 
 // reportDest tells the destination's breaker the outcome, once.
@@ -74,6 +77,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if e != nil {
 		return cc.fail(req, ev, e, false)
 	}
+	x.lease.take(&a.lease)
 	x.st, x.dest, x.breaker, x.Pin = a.st, a.dest, a.breaker, a.pin
 	x.Idempotent = http1.Idempotent(req)
 	x.Caller, x.Identity = x, cc
@@ -81,6 +85,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	x.Via, x.Via11 = s.via(req.ProtoMajor, req.ProtoMinor), s.via11
 	x.Approved = ev.dec.Addrs
 	if e := x.Prepare(req); e != nil {
+		x.lease.end()
 		return cc.fail(req, ev, e, false)
 	}
 	x.Client = http1.Client{Conn: cc.c, R: cc.r.Buf(), W: cc.bw}
@@ -117,6 +122,7 @@ func (cc *clientConn) forward(req *http.Request) bool {
 		x.MemberDone()
 	}
 	x.reportDest(destErr)
+	x.lease.end() // the request is over (a tunnel took it over otherwise)
 	ev.up = x.Up()
 	if cc.handedOff {
 		return false // a tunnel now; it logs when it ends

@@ -39,47 +39,30 @@ type Protection struct {
 	Tunnels *limit.Counter
 }
 
-// releases collects functions to run once when a request or tunnel ends.
-type releases []func()
-
-func (r *releases) add(f func()) {
-	if f != nil {
-		*r = append(*r, f)
-	}
-}
-
-func (r *releases) run() {
-	fs := *r
-	*r = nil
-	for _, f := range fs {
-		f()
-	}
-}
-
 // admitDest applies the breaker and the destination limits before
 // connecting to dest; tunnel also takes a slot of the tunnel limit. The
-// slots are added to rel. It reports whether the breaker was consulted
+// slots are added to l (on a refusal, l releases nothing of them). It reports whether the breaker was consulted
 // (the outcome must then be reported with reportDest).
-func (s *Server) admitDest(dest route.Dest, tunnel bool, rel *releases) (bool, error) {
+func (s *Server) admitDest(dest route.Dest, tunnel bool, l *lease) (bool, error) {
 	p := &s.opts.Protection
 	if tunnel && p.Tunnels != nil {
 		r, err := p.Tunnels.Acquire()
 		if err != nil {
 			return false, s.limitErr(err)
 		}
-		rel.add(r)
+		l.hold(r)
 	}
 	if p.Destinations != nil {
 		r, err := p.Destinations.Acquire(dest.Host)
 		if err != nil {
-			rel.run()
+			l.end()
 			return false, s.limitErr(err)
 		}
-		rel.add(r)
+		l.hold(r)
 	}
 	if p.Breakers != nil {
 		if err := p.Breakers.Allow(dest.String()); err != nil {
-			rel.run()
+			l.end()
 			return false, s.limitErr(err)
 		}
 		return true, nil

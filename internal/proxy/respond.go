@@ -146,17 +146,15 @@ func (x *exchange) switchProtocols(resp *http.Response) bool {
 	cc.c.SetReadDeadline(time.Time{})
 	c, prefix := x.Hijack()
 	sc := &Conn{Conn: c, Prefix: prefix}
-	if x.MemberDone != nil {
-		sc.release.add(x.MemberDone)
-		x.MemberDone = nil
-	}
+	sc.lease.take(&x.lease)
+	sc.lease.hold(x.MemberDone)
+	x.MemberDone = nil
 	ev := new(event)
 	*ev = x.ev
-	x.ev.release = nil
 	s.observeSetup(ev)
 	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
-	cc.handOff(ev)
+	cc.handOff(sc)
 	s.start(ev, t, http1.Buffered(cc.r.Buf()), sc)
 	return false
 }

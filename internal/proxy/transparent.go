@@ -53,7 +53,7 @@ func (s *Server) ServeTransparent(ln net.Listener, o TransparentOptions) error {
 	if a, ok := addrPort(ln.Addr()); ok {
 		s.raw.noteTransparentPort(a.Port())
 	}
-	return s.serveRaw(ln, metrics.KindTransparent, func(ctx context.Context, c net.Conn, ev *event) { s.serveTransparent(ctx, c, ev, &o) })
+	return s.serveRaw(ln, metrics.KindTransparent, func(ctx context.Context, c net.Conn, ev *event, l *lease) { s.serveTransparent(ctx, c, ev, l, &o) })
 }
 
 func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
@@ -64,7 +64,7 @@ func lookupOriginalDst(c net.Conn) (netip.AddrPort, error) {
 	return origdst.Lookup(sc)
 }
 
-func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o *TransparentOptions) {
+func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, l *lease, o *TransparentOptions) {
 	orig, err := o.OriginalDst(c)
 	if errors.Is(err, origdst.ErrNotTracked) || errors.Is(err, syscall.ENOPROTOOPT) {
 		// No NAT touched it (no conntrack entry, or no conntrack at all):
@@ -83,7 +83,7 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 	// The client and the loop are checked before sniffing: a refused
 	// client gets no time, and a connection to egret itself may be one of
 	// its own, waiting for the other side to speak first.
-	if e := s.admitClient(ev); e != nil {
+	if e := s.admitClient(ev, l); e != nil {
 		c.Close()
 		s.failRaw(ctx, ev, e, e.Code())
 		return
@@ -135,33 +135,28 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, o 
 	}
 
 	wctx, stop := watchClient(ctx, c, nil, nil)
-	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
-	if sniNote != "" && ev.dec.WouldDeny == "" {
-		ev.dec.WouldDeny = sniNote
-	}
-	var sc *Conn
-	if e == nil {
-		sc, err = s.open(wctx, ev, a)
-	}
-	more, gone := stop()
-	if gone {
-		if sc != nil {
-			sc.Close()
-		}
-		c.Close()
-		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
-		return
-	}
-	if e != nil {
-		s.refuseTransparent(ctx, ev, c, res.Proto, e)
-		return
-	}
-	if err != nil {
-		s.refuseTransparent(ctx, ev, c, res.Proto, proxystatus.From(err))
-		return
-	}
-	ev.status = 200
-	s.relay(ev, c, append(res.Peeked, more...), sc)
+	s.tunnel(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true, wouldDeny: sniNote},
+		c, stop, &transparentSide{s: s, ctx: ctx, c: c, l: l, res: &res}, tunnelOpts{})
+}
+
+// transparentSide is a redirected connection's part in the tail: no
+// answer but an HTTP client's refusal; the sniffed bytes go first.
+type transparentSide struct {
+	s   *Server
+	ctx context.Context
+	c   net.Conn
+	l   *lease // the connection's slots
+	res *sniff.Result
+}
+
+func (ts *transparentSide) refuse(ev *event, e *proxystatus.Error, _ error) {
+	ts.s.refuseTransparent(ts.ctx, ev, ts.c, ts.res.Proto, e)
+}
+
+func (ts *transparentSide) hand(sc *Conn) { sc.lease.take(ts.l) }
+
+func (ts *transparentSide) established(more []byte) ([]byte, *proxystatus.Error) {
+	return append(ts.res.Peeked, more...), nil
 }
 
 // routeTransparent decides a redirected connection: it sets a's

@@ -183,15 +183,15 @@ func unapproved(dec route.Decision, why string) route.Decision {
 	return route.Decision{Action: route.Deny, Reason: dec.Reason, Rule: dec.Rule, Entry: dec.Entry, Source: dec.Source + ": " + why}
 }
 
-// admitWorkload takes the slot of the workload's limits.
-func (s *Server) admitWorkload(ctx context.Context, ev *event) *proxystatus.Error {
+// admitWorkload takes the slot of the workload's limits into l.
+func (s *Server) admitWorkload(ctx context.Context, ev *event, l *lease) *proxystatus.Error {
 	r := ev.wl.Rules
 	if r == nil {
 		return nil
 	}
 	rel, err := r.Admit(ctx)
 	if err == nil {
-		ev.release.add(rel)
+		l.hold(rel)
 		return nil
 	}
 	if pm := s.policyMetrics(); pm != nil {

@@ -7,8 +7,12 @@ import (
 	"log/slog"
 	"os"
 
+	"k8s.io/client-go/kubernetes"
+
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/proxy"
 )
 
@@ -29,11 +33,34 @@ func startIntercept(ctx context.Context, cfg *config.Proxy, accessLog io.Writer,
 		}
 		log.Info("interception CA reloaded", "dir", ic.CADir, "fingerprint", a.Fingerprint())
 	}}
+	var pub *policy.CAPublisher
+	if ic.PublishName != "" {
+		rc, err := kubeConfig(cfg.Policy.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("intercept.publish_configmap: %w", err)
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("intercept.publish_configmap: %w", err)
+		}
+		pub = &policy.CAPublisher{Client: cs, Namespace: ic.PublishNamespace, Name: ic.PublishName, Logger: log}
+		pub.Start(ctx)
+		reloaded := ca.Reloaded
+		ca.Reloaded = func(a *intercept.Authority, err error) {
+			reloaded(a, err)
+			if err == nil {
+				pub.Publish(a.Trusted)
+			}
+		}
+	}
 	a, err := ca.Load()
 	if err != nil {
 		return nil, fmt.Errorf("%w (mount the interception CA Secret there, or fix intercept.ca_dir)", err)
 	}
 	log.Info("interception CA loaded", "dir", ic.CADir, "fingerprint", a.Fingerprint())
+	if pub != nil {
+		pub.Publish(a.Trusted)
+	}
 	var extra []byte
 	if ic.OriginCAFile != "" {
 		if extra, err = os.ReadFile(ic.OriginCAFile); err != nil {
@@ -78,4 +105,22 @@ func startIntercept(ctx context.Context, cfg *config.Proxy, accessLog io.Writer,
 		}
 	}
 	return out, nil
+}
+
+// InterceptMetrics reads the engine's counts for the metrics (never a
+// name, a site or a credential: counts by a fixed set of labels).
+func InterceptMetrics(in *proxy.Interception) func() metrics.InterceptSample {
+	return func() metrics.InterceptSample {
+		es := in.Engine.Stats()
+		is := in.Engine.Issuer.Stats()
+		hs := map[string]uint64{"ok": es.Handshakes, "exempt": es.Exempt}
+		for k, n := range es.HandshakeFailures {
+			hs[k] += n
+		}
+		return metrics.InterceptSample{
+			Handshakes: hs, OriginHandshakes: es.OriginHandshakes, OriginResumed: es.Resumed,
+			Requests:     map[string]uint64{"allowed": es.Allowed, "denied": es.Denied, "reported": es.Reported, "failed": es.Failed},
+			LeavesSigned: is.Signed, LeafCacheHits: is.Hits, LeavesCached: is.Cached,
+		}
+	}
 }

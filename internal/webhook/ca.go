@@ -51,6 +51,12 @@ type TrustConfig struct {
 	// corporate CAs to; "" means the first of trust.SystemBundles (the
 	// egret image ships /etc/ssl/certs/ca-certificates.crt).
 	SystemRoots string
+	// InterceptConfigMap ([NAMESPACE/]NAME) holds the certificates of
+	// egret's interception CA as the gateway publishes them (the CA in
+	// force and, during a rotation, the other one: docs/interception.md);
+	// they join the bundle. Never the CA's Secret: the webhook has no
+	// business with its key.
+	InterceptConfigMap string
 }
 
 // TrustPolicy is a compiled TrustConfig.
@@ -60,42 +66,64 @@ type TrustPolicy struct {
 	Key             string
 	MountPath       string
 	SystemRoots     string
+	// InterceptNamespace and InterceptName name the ConfigMap of the
+	// interception CA's certificates; "" when none.
+	InterceptNamespace, InterceptName string
 }
 
-// Source names the source object: "ConfigMap egret-system/corp-ca".
+// Source names the source objects: "ConfigMap egret-system/corp-ca".
 func (t *TrustPolicy) Source() string {
-	return t.Kind + " " + t.Namespace + "/" + t.Name
+	var s []string
+	if t.Kind != "" {
+		s = append(s, t.Kind+" "+t.Namespace+"/"+t.Name)
+	}
+	if t.InterceptName != "" {
+		s = append(s, "ConfigMap "+t.InterceptNamespace+"/"+t.InterceptName+" (the interception CA)")
+	}
+	return strings.Join(s, " and ")
 }
 
 // compile validates c; nil when no source is configured.
 func (c TrustConfig) compile(ownNamespace string) (*TrustPolicy, error) {
-	if c.ConfigMap == "" && c.Secret == "" {
+	if c.ConfigMap == "" && c.Secret == "" && c.InterceptConfigMap == "" {
 		if c.Key != "" || c.MountPath != "" || c.SystemRoots != "" {
-			return nil, errors.New("--ca-key, --ca-mount-path and --ca-system-roots need --ca-configmap or --ca-secret")
+			return nil, errors.New("--ca-key, --ca-mount-path and --ca-system-roots need --ca-configmap, --ca-secret or --intercept-ca-configmap")
 		}
 		return nil, nil
 	}
 	if c.ConfigMap != "" && c.Secret != "" {
 		return nil, errors.New("give --ca-configmap or --ca-secret, not both")
 	}
-	t := &TrustPolicy{Kind: "ConfigMap", Key: c.Key, MountPath: c.MountPath, SystemRoots: c.SystemRoots}
-	ref, flag := c.ConfigMap, "--ca-configmap"
-	if c.Secret != "" {
-		t.Kind, ref, flag = "Secret", c.Secret, "--ca-secret"
-	}
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok {
-		ns, name = ownNamespace, ref
-	}
+	t := &TrustPolicy{Key: c.Key, MountPath: c.MountPath, SystemRoots: c.SystemRoots}
 	var errs []error
-	for _, m := range validation.IsDNS1123Subdomain(name) {
-		errs = append(errs, fmt.Errorf("%s %q: name %s", flag, ref, m))
+	objectRef := func(ref, flag string) (string, string) {
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok {
+			ns, name = ownNamespace, ref
+		}
+		for _, m := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, fmt.Errorf("%s %q: name %s", flag, ref, m))
+		}
+		if ns == "" {
+			errs = append(errs, fmt.Errorf("%s %q: no namespace", flag, ref))
+		}
+		for _, m := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, fmt.Errorf("%s %q: namespace %s", flag, ref, m))
+		}
+		return ns, name
 	}
-	if ns == "" {
-		errs = append(errs, fmt.Errorf("%s %q: no namespace", flag, ref))
+	switch {
+	case c.ConfigMap != "":
+		t.Kind = "ConfigMap"
+		t.Namespace, t.Name = objectRef(c.ConfigMap, "--ca-configmap")
+	case c.Secret != "":
+		t.Kind = "Secret"
+		t.Namespace, t.Name = objectRef(c.Secret, "--ca-secret")
+	case c.Key != "":
+		errs = append(errs, errors.New("--ca-key needs --ca-configmap or --ca-secret"))
 	}
-	for _, m := range validation.IsDNS1123Label(ns) {
-		errs = append(errs, fmt.Errorf("%s %q: namespace %s", flag, ref, m))
+	if c.InterceptConfigMap != "" {
+		t.InterceptNamespace, t.InterceptName = objectRef(c.InterceptConfigMap, "--intercept-ca-configmap")
 	}
 	if t.Key != "" {
 		for _, m := range validation.IsConfigMapKey(t.Key) {
@@ -108,7 +136,6 @@ func (c TrustConfig) compile(ownNamespace string) (*TrustPolicy, error) {
 	if !path.IsAbs(t.MountPath) || path.Clean(t.MountPath) != t.MountPath || t.MountPath == "/" {
 		errs = append(errs, fmt.Errorf("--ca-mount-path %q: want a clean absolute directory, not /", t.MountPath))
 	}
-	t.Namespace, t.Name = ns, name
 	return t, errors.Join(errs...)
 }
 

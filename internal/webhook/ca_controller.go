@@ -57,6 +57,7 @@ type TrustController struct {
 	Metrics *metrics.Webhook
 
 	source  client.Reader // a cache of the one source object
+	icpt    client.Reader // a cache of the interception CA's ConfigMap; nil when none
 	system  []*x509.Certificate
 	current atomic.Pointer[TrustState]
 	foreign map[string]string // namespace → what was reported (sync only)
@@ -82,41 +83,60 @@ func (c *TrustController) SetupWithManager(mgr ctrl.Manager) error {
 	c.system = sys
 	log.Log.Info("trust bundle: system roots", "file", from, "certificates", len(sys), "source", p.Source())
 	c.Client = mgr.GetClient()
-	obj := c.sourceObject()
-	srcCache, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme:            mgr.GetScheme(),
-		DefaultNamespaces: map[string]cache.Config{p.Namespace: {}},
-		ByObject:          map[client.Object]cache.ByObject{obj: {Field: fields.OneTermEqualSelector("metadata.name", p.Name)}},
-	})
-	if err != nil {
-		return fmt.Errorf("trust source cache: %w", err)
+	// One cache per source object, each holding that one object.
+	oneObject := func(obj client.Object, ns, name string) (cache.Cache, error) {
+		oc, err := cache.New(mgr.GetConfig(), cache.Options{
+			Scheme:            mgr.GetScheme(),
+			DefaultNamespaces: map[string]cache.Config{ns: {}},
+			ByObject:          map[client.Object]cache.ByObject{obj: {Field: fields.OneTermEqualSelector("metadata.name", name)}},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("trust source cache: %w", err)
+		}
+		return oc, mgr.Add(oc)
 	}
-	if err := mgr.Add(srcCache); err != nil {
-		return err
-	}
-	c.source = srcCache
 	enqueue := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{trustKey} }
-	src := func() source.Source {
-		return source.Kind(srcCache, c.sourceObject(), handler.EnqueueRequestsFromMapFunc(enqueue))
+	var srcs []func() source.Source
+	if p.Kind != "" {
+		srcCache, err := oneObject(c.sourceObject(), p.Namespace, p.Name)
+		if err != nil {
+			return err
+		}
+		c.source = srcCache
+		srcs = append(srcs, func() source.Source {
+			return source.Kind(srcCache, c.sourceObject(), handler.EnqueueRequestsFromMapFunc(enqueue))
+		})
 	}
-	err = ctrl.NewControllerManagedBy(mgr).Named("trust-tracker").
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), SkipNameValidation: ptr.To(true)}).
-		WatchesRawSource(src()).
-		Complete(reconcile.Func(c.track))
-	if err != nil {
+	if p.InterceptName != "" {
+		ic, err := oneObject(&corev1.ConfigMap{}, p.InterceptNamespace, p.InterceptName)
+		if err != nil {
+			return err
+		}
+		c.icpt = ic
+		srcs = append(srcs, func() source.Source {
+			return source.Kind(ic, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(enqueue))
+		})
+	}
+	tb := ctrl.NewControllerManagedBy(mgr).Named("trust-tracker").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), SkipNameValidation: ptr.To(true)})
+	for _, src := range srcs {
+		tb = tb.WatchesRawSource(src())
+	}
+	if err := tb.Complete(reconcile.Func(c.track)); err != nil {
 		return fmt.Errorf("set up trust tracker: %w", err)
 	}
 	ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == TrustConfigMapName }))
 	b := ctrl.NewControllerManagedBy(mgr).Named("trust-configmaps").
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
-		WatchesRawSource(src()).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(enqueue)).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)})
+	for _, src := range srcs {
+		b = b.WatchesRawSource(src())
+	}
+	b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(enqueue)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(enqueue), ours)
 	if c.Bundles != nil {
 		b = b.WatchesRawSource(source.Kind(c.Bundles.Cache(), client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(enqueue)))
 	}
-	err = b.Complete(reconcile.Func(c.sync))
-	if err != nil {
+	if err := b.Complete(reconcile.Func(c.sync)); err != nil {
 		return fmt.Errorf("set up trust configmap writer: %w", err)
 	}
 	return nil
@@ -140,7 +160,9 @@ func (c *TrustController) build(ctx context.Context) (*built, error) {
 	p := c.Policy
 	data := map[string][]byte{}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	var certs []*x509.Certificate
 	switch p.Kind {
+	case "":
 	case "Secret":
 		var s corev1.Secret
 		if err := c.source.Get(ctx, key, &s); err != nil {
@@ -161,15 +183,55 @@ func (c *TrustController) build(ctx context.Context) (*built, error) {
 			data[k] = []byte(v)
 		}
 	}
-	certs, err := sourceCerts(data, p.Key)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.Source(), err)
+	if p.Kind != "" {
+		var err error
+		if certs, err = sourceCerts(data, p.Key); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Source(), err)
+		}
+	}
+	if c.icpt != nil {
+		ic, err := c.interceptCerts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, ic...)
 	}
 	b, err := trust.Build(c.system, certs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Source(), err)
 	}
 	return &built{bundle: b, state: &TrustState{Digest: b.Digest(), Added: trust.Names(b.Added), Total: len(b.Certs)}}, nil
+}
+
+// interceptCerts reads the interception CA's certificates. A ConfigMap
+// not there (yet: the gateway publishes it once it has loaded its CA; or
+// deleted) adds none — the corporate CAs still reach the pods, and
+// intercepted connections are refused by clients that do not trust the
+// leaf, never accepted on a CA egret was not given; one that does not
+// parse keeps the last bundle.
+func (c *TrustController) interceptCerts(ctx context.Context) ([]*x509.Certificate, error) {
+	p := c.Policy
+	var cm corev1.ConfigMap
+	err := c.icpt.Get(ctx, types.NamespacedName{Namespace: p.InterceptNamespace, Name: p.InterceptName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	what := "the interception CA's ConfigMap " + p.InterceptNamespace + "/" + p.InterceptName
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	certs, err := sourceCerts(data, "")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return certs, nil
 }
 
 // sourceCerts reads the certificates of key, or of every key that holds

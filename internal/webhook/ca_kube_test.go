@@ -83,7 +83,7 @@ func TestTrustAgainstAPIServer(t *testing.T) {
 			Config: c.Config, Namespace: sys, Listen: fmt.Sprintf("127.0.0.1:%d", port), MetricsListen: "0",
 			SecretName: "egret-webhook-tls", Hosts: []string{"127.0.0.1"}, MutatingWebhooks: []string{name},
 			Policy: Config{Mode: "gateway", GatewayURL: "http://egret-gateway.egret-system.svc:3128", Validation: "warn",
-				Trust: TrustConfig{ConfigMap: "corp-ca", Key: "trust-bundle.pem", SystemRoots: rootsFile}},
+				Trust: TrustConfig{ConfigMap: "corp-ca", Key: "trust-bundle.pem", SystemRoots: rootsFile, InterceptConfigMap: "egret-intercept-ca"}},
 			LeaderElection: false,
 			Ready:          func() { close(ready) },
 		})
@@ -362,6 +362,47 @@ func TestTrustAgainstAPIServer(t *testing.T) {
 		if out := keytool(t, cm); strings.Count(out, "trustedCertEntry") != 3 {
 			t.Errorf("keytool -list after the update:\n%s", out)
 		}
+	})
+	// The interception CA as the gateway publishes it (no ConfigMap until
+	// then: the bundle above had none): it joins the bundle, both CAs of a
+	// rotation are there while it overlaps, and a deleted ConfigMap takes
+	// them out again.
+	t.Run("interception-ca-joins-the-bundle", func(t *testing.T) {
+		ca1 := tlslab.NewCA(t, "egret interception CA 1")
+		ca2 := tlslab.NewCA(t, "egret interception CA 2")
+		icm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "egret-intercept-ca"},
+			Data: map[string]string{"ca.crt": string(ca1.PEM())}}
+		if _, err := c.Clientset.CoreV1().ConfigMaps(sys).Create(ctx, icm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cur, err := c.Clientset.CoreV1().ConfigMaps(sys).Get(ctx, "corp-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		corpCerts, err := trust.ParsePEM([]byte(cur.Data["trust-bundle.pem"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := func(extra ...*tlslab.CA) []*tlslab.CA {
+			out := []*tlslab.CA{system}
+			for _, cc := range corpCerts {
+				out = append(out, &tlslab.CA{Cert: cc})
+			}
+			return append(out, extra...)
+		}
+		waitBundle(t, want(ca1)...)
+		icm.Data["ca.crt"] = string(ca2.PEM()) + string(ca1.PEM()) // the switch: new in force, old still trusted
+		if _, err := c.Clientset.CoreV1().ConfigMaps(sys).Update(ctx, icm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cm := waitBundle(t, want(ca1, ca2)...)
+		if out := keytool(t, cm); strings.Count(out, "trustedCertEntry") != len(want(ca1, ca2)) {
+			t.Errorf("keytool -list with both interception CAs:\n%s", out)
+		}
+		if err := c.Clientset.CoreV1().ConfigMaps(sys).Delete(ctx, "egret-intercept-ca", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitBundle(t, want()...)
 	})
 	t.Run("broken-source-keeps-the-last-bundle", func(t *testing.T) {
 		cur, err := c.Clientset.CoreV1().ConfigMaps(sys).Get(ctx, "corp-ca", metav1.GetOptions{})

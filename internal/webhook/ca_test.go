@@ -44,6 +44,11 @@ func TestTrustConfigCompile(t *testing.T) {
 		{"bad-key", TrustConfig{ConfigMap: "corp-ca", Key: "a/b"}, "--ca-key", ""},
 		{"relative-mount", TrustConfig{ConfigMap: "corp-ca", MountPath: "etc/trust"}, "--ca-mount-path", ""},
 		{"options-without-source", TrustConfig{Key: "ca.crt"}, "need --ca-configmap", ""},
+		{"intercept-only", TrustConfig{InterceptConfigMap: "egret-intercept-ca"}, "", "ConfigMap egret-system/egret-intercept-ca (the interception CA)"},
+		{"corporate-and-intercept", TrustConfig{ConfigMap: "corp-ca", InterceptConfigMap: "gw/egret-intercept-ca"}, "",
+			"ConfigMap egret-system/corp-ca and ConfigMap gw/egret-intercept-ca (the interception CA)"},
+		{"intercept-bad-name", TrustConfig{InterceptConfigMap: "gw/Bad_Name"}, "--intercept-ca-configmap", ""},
+		{"key-without-corporate-source", TrustConfig{InterceptConfigMap: "icpt", Key: "ca.crt"}, "--ca-key needs", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := tc.cfg.compile("egret-system")

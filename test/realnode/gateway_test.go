@@ -106,9 +106,8 @@ func TestGatewayInstallUninstall(t *testing.T) {
 	}
 	n.KubectlT(t, "apply", "-f", sf)
 	sns := namespace(t, n, "sidecars", map[string]string{"egret.io/inject": "enabled"})
-	// The pod's annotation, not the namespace's: the webhook reads
-	// namespaces from its cache, which a namespace annotated a moment ago
-	// may not have reached yet.
+	// By the pod's annotation here; TestHelm/policy sets the mode on the
+	// namespace just before its pods (the webhook reads it live).
 	sp := clientPod(t, n, sns, "client", "egret.io/mode", "sidecar")
 	if len(sp.Spec.InitContainers) != 1 || sp.Spec.InitContainers[0].Name != "egret-proxy" {
 		t.Fatalf("sidecar mode: init containers %+v", sp.Spec.InitContainers)

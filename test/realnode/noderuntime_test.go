@@ -87,10 +87,23 @@ func TestNodeRuntimePullThroughProxy(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(hostsDir) })
 
-	check := func() (string, int) {
-		cmd := exec.Command(n.Egret, "node", "check", "--pid", strconv.Itoa(n.ContainerdPID()), "--unit", "containerd.service",
-			"--unit-dir", filepath.Join(dir, "systemd"), "--unit-dir", "/lib/systemd/system", "--expect-proxy")
-		out, err := cmd.CombinedOutput()
+	// The commands are docs/node.md's example, run as written but for the
+	// proxy, the unit directory (a scratch one for /etc/systemd/system)
+	// and containerd's PID (this node's, not a systemd one).
+	steps := nodeDocSteps(t)
+	unitDir := filepath.Join(dir, "systemd")
+	egret := func(line string) (string, int) {
+		line = strings.ReplaceAll(line, "http://proxy.corp.example:3128", proxyURL)
+		line = strings.ReplaceAll(line, "/etc/systemd/system", unitDir)
+		args := strings.Fields(line)
+		if args[0] != "egret" {
+			t.Fatalf("docs/node.md: %q is not an egret command", line)
+		}
+		args = args[1:]
+		if args[1] == "check" {
+			args = append(args, "--pid", strconv.Itoa(n.ContainerdPID()), "--unit-dir", unitDir, "--unit-dir", "/lib/systemd/system")
+		}
+		out, err := exec.Command(n.Egret, args...).CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
@@ -99,6 +112,7 @@ func TestNodeRuntimePullThroughProxy(t *testing.T) {
 		}
 		return string(out), code
 	}
+	check := func() (string, int) { return egret(steps[0]) }
 	if out, code := check(); code != 1 {
 		t.Errorf("egret node check before the drop-in: exit %d, want 1 (no proxy)\n%s", code, out)
 	}
@@ -115,10 +129,13 @@ func TestNodeRuntimePullThroughProxy(t *testing.T) {
 	waitWaitingReason(t, n, ns, "pulled", []string{"ErrImagePull", "ImagePullBackOff"}, 90*time.Second)
 
 	// egret node render → the drop-in → containerd restarted with it.
-	render := exec.Command(n.Egret, "node", "render", "--runtime", "containerd", "--proxy", proxyURL,
-		"--no-proxy", realnode.PodCIDR+","+realnode.ServiceCIDR+","+realnode.NodeIP, "--write-dir", filepath.Join(dir, "systemd"))
-	if out, err := render.CombinedOutput(); err != nil {
-		t.Fatalf("egret node render: %v\n%s", err, out)
+	for _, want := range []string{realnode.PodCIDR, realnode.ServiceCIDR, realnode.NodeIP} {
+		if !strings.Contains(steps[1], want) {
+			t.Errorf("docs/node.md's render line lacks this node's %s: %s", want, steps[1])
+		}
+	}
+	if out, code := egret(steps[1]); code != 0 {
+		t.Fatalf("egret node render: exit %d\n%s", code, out)
 	}
 	dropIn, err := os.ReadFile(filepath.Join(dir, "systemd", "containerd.service.d", "http-proxy.conf"))
 	if err != nil {
@@ -131,10 +148,13 @@ func TestNodeRuntimePullThroughProxy(t *testing.T) {
 	if len(env) != 6 {
 		t.Fatalf("drop-in: %d Environment lines, want 6:\n%s", len(env), dropIn)
 	}
+	if steps[2] != "systemctl daemon-reload && systemctl restart containerd" {
+		t.Fatalf("docs/node.md's third line is %q, want the restart the harness does", steps[2])
+	}
 	if err := n.RestartContainerd(env); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := check(); code != 0 {
+	if out, code := egret(steps[3]); code != 0 {
 		t.Errorf("egret node check after the drop-in: exit %d, want 0\n%s", code, out)
 	}
 	// The kubelet's back-off may be long: a new pod pulls at once.
@@ -173,4 +193,25 @@ func waitWaitingReason(t testing.TB, n *realnode.Node, ns, name string, reasons 
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("pod %s/%s never waited for %v (last: %s)", ns, name, reasons, last)
+}
+
+// nodeDocSteps returns the commands of docs/node.md's block
+// node-pull-through-proxy, continuation lines joined and comments dropped:
+// check, render, restart, check.
+func nodeDocSteps(t testing.TB) []string {
+	t.Helper()
+	block := strings.ReplaceAll(docBlock(t, "docs/node.md", "node-pull-through-proxy"), "\\\n", " ")
+	var steps []string
+	for _, l := range strings.Split(block, "\n") {
+		if i := strings.Index(l, " #"); i >= 0 {
+			l = l[:i]
+		}
+		if l = strings.Join(strings.Fields(l), " "); l != "" {
+			steps = append(steps, l)
+		}
+	}
+	if len(steps) != 4 || !strings.HasPrefix(steps[0], "egret node check") || !strings.HasPrefix(steps[1], "egret node render") || steps[0] != steps[3] {
+		t.Fatalf("docs/node.md node-pull-through-proxy: want check, render, restart, the same check; got %q", steps)
+	}
+	return steps
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -148,6 +149,17 @@ func TestInterceptPolicyAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	go s.Serve(gln)
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeSOCKS(sln, proxy.SOCKSOptions{})
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	originAddr := netip.MustParseAddrPort(oln.Addr().String())
+	go s.ServeTransparent(tln, proxy.TransparentOptions{OriginalDst: func(net.Conn) (netip.AddrPort, error) { return originAddr, nil }})
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()
@@ -205,21 +217,35 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	pool.AppendCertsFromPEM(originPEM)
-	client := func(src string) *http.Client {
-		proxyURL := &url.URL{Scheme: "http", Host: gln.Addr().String()}
-		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			Proxy:             http.ProxyURL(proxyURL),
+	// client reaches the origin from src through the gateway's listener
+	// kind: connect (HTTP CONNECT), socks5 (with the name) or transparent
+	// (redirected: the client dials the origin).
+	client := func(kind, src string) *http.Client {
+		tr := &http.Transport{
 			DialContext:       func(_ context.Context, _, addr string) (net.Conn, error) { return dialFrom(src, addr) },
 			TLSClientConfig:   &tls.Config{RootCAs: pool},
 			ForceAttemptHTTP2: true,
 			DisableKeepAlives: true,
-		}}
+		}
+		switch kind {
+		case "connect":
+			tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: gln.Addr().String()})
+		case "socks5":
+			tr.Proxy = http.ProxyURL(&url.URL{Scheme: "socks5h", Host: sln.Addr().String()})
+		case "transparent":
+			tr.DialContext = func(context.Context, string, string) (net.Conn, error) { return dialFrom(src, tln.Addr().String()) }
+		}
+		return &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	}
 	var bodies strings.Builder
+	var doVia func(kind, src, method, path string) (int, string, http.Header, error)
 	do := func(src, method, path string) (int, string, http.Header, error) {
+		return doVia("connect", src, method, path)
+	}
+	doVia = func(kind, src, method, path string) (int, string, http.Header, error) {
 		req, _ := http.NewRequest(method, "https://api.test:"+port+path, nil)
 		req.Header.Set("Authorization", "Bearer the-pods-own")
-		resp, err := client(src).Do(req)
+		resp, err := client(kind, src).Do(req)
 		if err != nil {
 			return 0, "", nil, err
 		}
@@ -246,6 +272,28 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 		}
 		if !strings.Contains(body, "HTTP/2.0") {
 			t.Errorf("body %q: the origin was not reached over HTTP/2", body)
+		}
+	})
+	// The same hook on every listener: a site's credential and rules hold
+	// on SOCKS5 and transparent tunnels as on CONNECT.
+	t.Run("every-listener", func(t *testing.T) {
+		for _, kind := range []string{"connect", "socks5", "transparent"} {
+			t.Run(kind, func(t *testing.T) {
+				st, _, _, err := doVia(kind, webIP, "GET", "/v1/models")
+				if err != nil || st != 200 || lastAuth() != "Bearer "+secret1 {
+					t.Errorf("GET = %d %v, the origin received %q; want 200 with the Secret's credential", st, err, lastAuth())
+				}
+				st, _, h, err := doVia(kind, webIP, "DELETE", "/v1/files/f-1")
+				if err != nil || st != 403 || !strings.Contains(h.Get("Proxy-Status"), "http_request_denied") {
+					t.Errorf("DELETE = %d %v (Proxy-Status %q), want 403", st, err, h.Get("Proxy-Status"))
+				}
+				// Another namespace's pod, whose policy does not intercept:
+				// an opaque tunnel, its own header untouched.
+				st, _, _, err = doVia(kind, otherIP, "GET", "/v1/models")
+				if err != nil || st != 200 || lastAuth() != "Bearer the-pods-own" {
+					t.Errorf("other namespace: GET = %d %v, the origin received %q; want the pod's own header", st, err, lastAuth())
+				}
+			})
 		}
 	})
 	t.Run("method-denied", func(t *testing.T) {

@@ -28,15 +28,18 @@ func newPolicyCmd() *cobra.Command {
 
 func newPolicyExplainCmd() *cobra.Command {
 	var kf kubeFlags
-	var from, to, output string
+	var from, to, output, method, path string
 	cmd := &cobra.Command{
-		Use:   "explain --from NAMESPACE/POD --to HOST:PORT",
+		Use:   "explain --from NAMESPACE/POD --to HOST:PORT [--method METHOD] [--path PATH]",
 		Short: "Say what the gateway's EgressPolicies do with a pod's connection to HOST:PORT, and why",
 		Long: "explain reads the pod, the EgressPolicies of its namespace and the ClusterEgressPolicy default from\n" +
 			"the API server and decides as an egret gateway with EGRET_POLICY would for that pod: the verdict,\n" +
 			"the policy and the rule that decided, and the pool the traffic would use. Names are resolved\n" +
-			"here for CIDR rules; the gateway resolves them itself.",
+			"here for CIDR rules; the gateway resolves them itself. For a destination the policies intercept,\n" +
+			"it names the site and its credentials (never a value), and --method and --path are judged by its\n" +
+			"method and path rules.",
 		Example: "  egret policy explain --from shop/web-7d9f --to api.stripe.com:443\n" +
+			"  egret policy explain --from shop/agent-1 --to api.openai.example:443 --method DELETE --path /v1/files/f-1\n" +
 			"  egret policy explain --kubeconfig ~/.kube/prod --from batch/report-1 --to 10.0.0.5:5432 -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,6 +50,12 @@ func newPolicyExplainCmd() *cobra.Command {
 			dest, err := route.ParseDest(to, 0)
 			if err != nil {
 				return usageError(fmt.Errorf("--to: %w", err))
+			}
+			if path != "" && !strings.HasPrefix(path, "/") {
+				return usageError(fmt.Errorf("--path %q: want a path starting with /", path))
+			}
+			if method != "" && strings.ContainsAny(method, " \t/:") {
+				return usageError(fmt.Errorf("--method %q: want an HTTP method such as GET", method))
 			}
 			if output != "text" && output != "json" {
 				return usageError(fmt.Errorf("unknown output %q (text, json)", output))
@@ -69,7 +78,7 @@ func newPolicyExplainCmd() *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			ex, err := policy.Explain(ctx, policy.ExplainInput{Kube: kube, Dynamic: dyn, Namespace: ns, Pod: pod,
-				Dest: dest, Resolver: net.DefaultResolver})
+				Dest: dest, Resolver: net.DefaultResolver, Method: method, Path: path})
 			if err != nil {
 				return err
 			}
@@ -85,6 +94,8 @@ func newPolicyExplainCmd() *cobra.Command {
 	f.StringVar(&from, "from", "", "the client pod, NAMESPACE/POD (required)")
 	f.StringVar(&to, "to", "", "the destination, HOST:PORT (required)")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&method, "method", "", "judge this HTTP `METHOD` by the intercepted site's rules (default GET when --path is given)")
+	f.StringVar(&path, "path", "", "judge this request `PATH` by the intercepted site's rules (the query is never matched)")
 	cmd.MarkFlagRequired("from")
 	cmd.MarkFlagRequired("to")
 	return cmd
@@ -116,4 +127,27 @@ func printExplanation(w io.Writer, ex *policy.Explanation) {
 		pool = "the gateway's routes decide"
 	}
 	fmt.Fprintf(w, "pool:      %s\n", pool)
+	ie := ex.Intercept
+	if ie == nil {
+		return
+	}
+	if !ie.Intercepted {
+		fmt.Fprintf(w, "intercept: no (an opaque tunnel: egret sees no method or path; the gateway's own sites are not known here)\n")
+		return
+	}
+	fmt.Fprintf(w, "intercept: site %s, mode %s\n", ie.Site, ie.Mode)
+	for _, c := range ie.Credentials {
+		fmt.Fprintf(w, "credential: %s\n", c)
+	}
+	if len(ie.Exempt) > 0 {
+		fmt.Fprintf(w, "exempt:    %s (stay tunnels)\n", strings.Join(ie.Exempt, ", "))
+	}
+	if ie.Method != "" {
+		fmt.Fprintf(w, "request:   %s %s\n", ie.Method, ie.Path)
+		fmt.Fprintf(w, "http:      %s (%s", ie.Verdict, ie.Rule)
+		if ie.ReadAs != ie.Path {
+			fmt.Fprintf(w, ", the path read as %s", ie.ReadAs)
+		}
+		fmt.Fprintf(w, ")\n")
+	}
 }

@@ -76,6 +76,7 @@ type Metrics struct {
 	TunnelsLimit prometheus.Gauge
 
 	live       *liveCollector
+	intercept  *interceptCollector
 	collectors []prometheus.Collector
 	// Errors counts errors egret answered with, by Proxy-Status error type.
 	Errors *prometheus.CounterVec
@@ -214,6 +215,8 @@ func New(ver string) *Metrics {
 		m.CredentialFallbacks, m.BreakerTransitions, m.LimitRejections, m.PolicyDenials, m.WouldDeny, m.live,
 		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	m.intercept = newInterceptCollector()
+	m.collectors = append(m.collectors, m.intercept)
 	m.Policy = newPolicy()
 	m.collectors = append(m.collectors, m.Policy.collectors()...)
 	r.MustRegister(m.collectors...)

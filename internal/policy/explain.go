@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"egret.io/egret/internal/identity"
+	"egret.io/egret/internal/intercept"
 	"egret.io/egret/internal/route"
 )
 
@@ -36,6 +38,35 @@ type Explanation struct {
 	// gateway's routes decide (Decision is then Direct).
 	Pool     string         `json:"pool,omitempty"`
 	Decision route.Decision `json:"-"`
+	// Intercept says what the workload's policies do inside the
+	// destination's TLS: set when the destination is one of their
+	// intercepted sites, or when a method or path was asked about.
+	Intercept *InterceptExplanation `json:"intercept,omitempty"`
+	site      *intercept.Site
+}
+
+// InterceptExplanation is the intercepted side of an explanation.
+type InterceptExplanation struct {
+	// Intercepted is false when no site of the workload's policies
+	// covers the destination (an opaque tunnel: no method or path is
+	// seen). The gateway's own sites (its configuration) are not known
+	// here, and come first at the gateway.
+	Intercepted bool   `json:"intercepted"`
+	Site        string `json:"site,omitempty"`
+	// Credentials names the Secrets whose values the gateway sets, and
+	// the header; never a value (explain reads no Secret).
+	Credentials []string `json:"credentials,omitempty"`
+	Exempt      []string `json:"exempt,omitempty"`
+	Mode        string   `json:"mode,omitempty"`
+	// Method and Path are what was asked; Verdict is allow, deny or
+	// "allow (would_deny)" under report mode, and Rule the rule that
+	// decided ("rule 2", "default"), on the reading of the path in
+	// ReadAs.
+	Method  string `json:"method,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Verdict string `json:"verdict,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	ReadAs  string `json:"read_as,omitempty"`
 }
 
 // ExplainInput is what Explain reads.
@@ -49,6 +80,9 @@ type ExplainInput struct {
 	Resolver route.Resolver
 	// Pools, when set, checks the pools policies name (the gateway's).
 	Pools func(string) bool
+	// Method and Path, when set, are judged by the method and path rules
+	// of the destination's intercepted site.
+	Method, Path string
 }
 
 // Explain reads the pod and the policies from the API server and decides
@@ -74,12 +108,16 @@ func Explain(ctx context.Context, in ExplainInput) (*Explanation, error) {
 	default:
 		return nil, fmt.Errorf("get ClusterEgressPolicy %s: %w", DefaultName, err)
 	}
-	return ExplainWith(ctx, pod, ps, cps, in.Dest, in.Resolver, in.Pools), nil
+	ex := ExplainWith(ctx, pod, ps, cps, in.Dest, in.Resolver, in.Pools)
+	ex.JudgeHTTP(in.Method, in.Path)
+	return ex, nil
 }
 
 // ExplainWith decides for pod with the given policies.
 func ExplainWith(ctx context.Context, pod *corev1.Pod, ps, cps []*EgressPolicy, dest route.Dest, res route.Resolver, pools func(string) bool) *Explanation {
-	e := &Engine{Pods: identity.NewPods(), Pools: pools}
+	// Every Secret is taken as granted (only the gateway knows its
+	// intercept.secrets, and it reports a refusal in the status).
+	e := &Engine{Pods: identity.NewPods(), Pools: pools, Intercept: validating{}}
 	e.Pods.Add(pod)
 	e.Replace(ps, cps)
 	out := &Explanation{Pod: pod.Namespace + "/" + pod.Name, ServiceAccount: pod.Spec.ServiceAccountName, Dest: dest.String()}
@@ -105,5 +143,48 @@ func ExplainWith(ctx context.Context, pod *corev1.Pod, ps, cps []*EgressPolicy, 
 	if dec.Action == route.Upstream {
 		out.Pool = dec.Pool
 	}
+	if site := eff.InterceptSite(dest.Host); site != nil && dec.Action != route.Deny {
+		ie := &InterceptExplanation{Intercepted: true, Site: site.Name, Mode: site.Rules.Mode.String()}
+		for _, c := range site.Credentials {
+			ie.Credentials = append(ie.Credentials, c.Header+" from Secret "+c.Name)
+		}
+		for _, x := range site.Exempt {
+			ie.Exempt = append(ie.Exempt, x.String())
+		}
+		out.Intercept, out.site = ie, site
+	}
 	return out
+}
+
+// JudgeHTTP judges method and path by the rules of the destination's
+// intercepted site (nothing when both are empty).
+func (ex *Explanation) JudgeHTTP(method, path string) {
+	if method == "" && path == "" {
+		return
+	}
+	if ex.Intercept == nil {
+		ex.Intercept = &InterceptExplanation{}
+	}
+	ie := ex.Intercept
+	if method == "" {
+		method = "GET"
+	}
+	if path == "" {
+		path = "/"
+	}
+	path, _, _ = strings.Cut(path, "?") // the query is never matched
+	ie.Method, ie.Path = strings.ToUpper(method), path
+	if ex.site == nil {
+		return
+	}
+	v := ex.site.Rules.Decide(ie.Method, ie.Path)
+	ie.Rule, ie.ReadAs = v.RuleName(), v.Path
+	switch {
+	case v.Denied && !v.Allowed:
+		ie.Verdict = VerdictDeny
+	case v.Denied:
+		ie.Verdict = VerdictWouldDeny
+	default:
+		ie.Verdict = VerdictAllow
+	}
 }

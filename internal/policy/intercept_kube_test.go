@@ -9,18 +9,23 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"egret.io/egret/internal/identity"
 	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/proxy"
 	"egret.io/egret/internal/proxyd"
@@ -130,8 +135,11 @@ func TestInterceptPolicyAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := hosts{"api.test": "127.0.0.1", "plain.test": "127.0.0.1"}
+	icpt := &proxy.Interception{Engine: eng}
+	m := metrics.New("test")
+	m.SetIntercept(proxyd.InterceptMetrics(icpt))
 	s, err := proxy.New(proxy.Options{Via: "gw-test", Resolver: names, AccessLog: log, Workloads: proxyd.Workloads(pe),
-		Intercept: &proxy.Interception{Engine: eng}},
+		Intercept: icpt, Metrics: m},
 		&proxy.State{Routes: tbl, Pools: map[string]*upstream.Pool{}, DefaultPool: "default"})
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +149,17 @@ func TestInterceptPolicyAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	go s.Serve(gln)
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeSOCKS(sln, proxy.SOCKSOptions{})
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	originAddr := netip.MustParseAddrPort(oln.Addr().String())
+	go s.ServeTransparent(tln, proxy.TransparentOptions{OriginalDst: func(net.Conn) (netip.AddrPort, error) { return originAddr, nil }})
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()
@@ -198,21 +217,35 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	pool.AppendCertsFromPEM(originPEM)
-	client := func(src string) *http.Client {
-		proxyURL := &url.URL{Scheme: "http", Host: gln.Addr().String()}
-		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			Proxy:             http.ProxyURL(proxyURL),
+	// client reaches the origin from src through the gateway's listener
+	// kind: connect (HTTP CONNECT), socks5 (with the name) or transparent
+	// (redirected: the client dials the origin).
+	client := func(kind, src string) *http.Client {
+		tr := &http.Transport{
 			DialContext:       func(_ context.Context, _, addr string) (net.Conn, error) { return dialFrom(src, addr) },
 			TLSClientConfig:   &tls.Config{RootCAs: pool},
 			ForceAttemptHTTP2: true,
 			DisableKeepAlives: true,
-		}}
+		}
+		switch kind {
+		case "connect":
+			tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: gln.Addr().String()})
+		case "socks5":
+			tr.Proxy = http.ProxyURL(&url.URL{Scheme: "socks5h", Host: sln.Addr().String()})
+		case "transparent":
+			tr.DialContext = func(context.Context, string, string) (net.Conn, error) { return dialFrom(src, tln.Addr().String()) }
+		}
+		return &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	}
 	var bodies strings.Builder
+	var doVia func(kind, src, method, path string) (int, string, http.Header, error)
 	do := func(src, method, path string) (int, string, http.Header, error) {
+		return doVia("connect", src, method, path)
+	}
+	doVia = func(kind, src, method, path string) (int, string, http.Header, error) {
 		req, _ := http.NewRequest(method, "https://api.test:"+port+path, nil)
 		req.Header.Set("Authorization", "Bearer the-pods-own")
-		resp, err := client(src).Do(req)
+		resp, err := client(kind, src).Do(req)
 		if err != nil {
 			return 0, "", nil, err
 		}
@@ -239,6 +272,28 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 		}
 		if !strings.Contains(body, "HTTP/2.0") {
 			t.Errorf("body %q: the origin was not reached over HTTP/2", body)
+		}
+	})
+	// The same hook on every listener: a site's credential and rules hold
+	// on SOCKS5 and transparent tunnels as on CONNECT.
+	t.Run("every-listener", func(t *testing.T) {
+		for _, kind := range []string{"connect", "socks5", "transparent"} {
+			t.Run(kind, func(t *testing.T) {
+				st, _, _, err := doVia(kind, webIP, "GET", "/v1/models")
+				if err != nil || st != 200 || lastAuth() != "Bearer "+secret1 {
+					t.Errorf("GET = %d %v, the origin received %q; want 200 with the Secret's credential", st, err, lastAuth())
+				}
+				st, _, h, err := doVia(kind, webIP, "DELETE", "/v1/files/f-1")
+				if err != nil || st != 403 || !strings.Contains(h.Get("Proxy-Status"), "http_request_denied") {
+					t.Errorf("DELETE = %d %v (Proxy-Status %q), want 403", st, err, h.Get("Proxy-Status"))
+				}
+				// Another namespace's pod, whose policy does not intercept:
+				// an opaque tunnel, its own header untouched.
+				st, _, _, err = doVia(kind, otherIP, "GET", "/v1/models")
+				if err != nil || st != 200 || lastAuth() != "Bearer the-pods-own" {
+					t.Errorf("other namespace: GET = %d %v, the origin received %q; want the pod's own header", st, err, lastAuth())
+				}
+			})
 		}
 	})
 	t.Run("method-denied", func(t *testing.T) {
@@ -297,6 +352,27 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 		}
 		if got := lastAuth(); got != "Bearer the-pods-own" {
 			t.Errorf("the origin received %q through an opaque tunnel, want the pod's own header", got)
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		scrape := rec.Body.String()
+		bodies.WriteString(scrape) // scanned below
+		for _, re := range []string{
+			`egret_intercept_handshakes_total\{result="ok"\} [1-9]`,
+			`egret_intercept_requests_total\{verdict="allowed"\} [1-9]`,
+			`egret_intercept_requests_total\{verdict="denied"\} [1-9]`,
+			`egret_intercept_requests_total\{verdict="failed"\} [1-9]`, // the 503s while the Secret was gone
+			`egret_intercept_leaves_signed_total [1-9]`,
+			`egret_intercept_leaf_cache_hits_total [1-9]`,
+		} {
+			if !regexp.MustCompile(re).MatchString(scrape) {
+				t.Errorf("the scrape lacks %s", re)
+			}
+		}
+		if n := strings.Count(scrape, "egret_intercept_handshakes_total{"); n != len(metrics.InterceptHandshakeResults) {
+			t.Errorf("%d handshake series, want the fixed %d", n, len(metrics.InterceptHandshakeResults))
 		}
 	})
 	t.Run("no-secret-anywhere", func(t *testing.T) {

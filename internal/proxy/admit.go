@@ -49,6 +49,10 @@ type target struct {
 	// auth is the request's Proxy-Authorization (HTTP): a workload's
 	// service-account token.
 	auth string
+	// wouldDeny is a report-only denial the listener found before
+	// admission (transparent: an SNI check that could not finish); it is
+	// logged when admission finds none of its own.
+	wouldDeny string
 }
 
 // admission is a destination admit let through.
@@ -124,7 +128,11 @@ func (n *answer) LookupNetIP(ctx context.Context, network, host string) ([]netip
 func (s *Server) admit(ctx context.Context, ev *event, tg *target) (*admission, *proxystatus.Error) {
 	a := &admission{st: s.state.Load()}
 	a.names.s = s
-	if e := s.admitLease(ctx, ev, tg, a); e != nil {
+	e := s.admitLease(ctx, ev, tg, a)
+	if tg.wouldDeny != "" && ev.dec.WouldDeny == "" {
+		ev.dec.WouldDeny = tg.wouldDeny
+	}
+	if e != nil {
 		a.lease.end()
 		return nil, e
 	}

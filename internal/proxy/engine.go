@@ -53,8 +53,9 @@ type clientConn struct {
 	// slot is the client's connection slot (limit.Clients), released when
 	// the connection closes; nil without a limit.
 	slot   func()
-	x      exchange // the forwarded request in progress (reused)
-	meters meters   // the metrics its requests counted last
+	x      exchange    // the forwarded request in progress (reused)
+	side   connectSide // the CONNECT in progress's part in the tail (reused)
+	meters meters      // the metrics its requests counted last
 	// authKeys name the idle connections authenticated for this client
 	// (through NTLM and Negotiate members), closed when it ends.
 	authKeys []transport.Key

@@ -61,52 +61,35 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, l *lease
 		host = req.Dest.IP.String()
 	}
 	wctx, stop := watchClient(ctx, c, nil, nil)
-	a, e := s.admit(wctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true})
-	var sc *Conn
-	if e == nil {
-		sc, err = s.open(wctx, ev, a)
+	s.tunnel(wctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true},
+		c, stop, &socksSide{s: s, ctx: ctx, c: c, l: l}, tunnelOpts{sni: true, intercept: true})
+}
+
+// socksSide is a SOCKS5 request's part in the tail: SOCKS5 replies.
+type socksSide struct {
+	s   *Server
+	ctx context.Context
+	c   net.Conn
+	l   *lease // the connection's slots
+	sc  *Conn
+}
+
+func (ss *socksSide) refuse(ev *event, e *proxystatus.Error, cause error) {
+	ss.s.refuseSOCKS(ss.ctx, ev, ss.c, socksReplyFor(cause, e), e)
+}
+
+func (ss *socksSide) hand(sc *Conn) {
+	ss.sc = sc
+	sc.lease.take(ss.l) // the connection's slot, until the tunnel ends
+}
+
+func (ss *socksSide) established(more []byte) ([]byte, *proxystatus.Error) {
+	bound, _ := addrPort(ss.sc.Conn.LocalAddr())
+	if err := socks5.Reply(ss.c, socks5.Succeeded, bound); err != nil {
+		return nil, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "send the SOCKS5 reply: " + errText(err), Err: err}
 	}
-	early, gone := stop()
-	if gone {
-		if sc != nil {
-			sc.Close()
-		}
-		c.Close()
-		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
-		return
-	}
-	if e != nil {
-		s.refuseSOCKS(ctx, ev, c, socksReplyFor(e, e), e)
-		return
-	}
-	if err != nil {
-		e := proxystatus.From(err)
-		s.refuseSOCKS(ctx, ev, c, socksReplyFor(err, e), e)
-		return
-	}
-	bound, _ := addrPort(sc.Conn.LocalAddr())
-	if err := socks5.Reply(c, socks5.Succeeded, bound); err != nil {
-		c.Close()
-		sc.Close()
-		s.failRaw(ctx, ev, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "send the SOCKS5 reply: " + errText(err), Err: err}, 0)
-		return
-	}
-	c.SetDeadline(time.Time{})
-	ev.status = http.StatusOK
-	if s.opts.Workloads != nil {
-		// The SNI check, as for a CONNECT tunnel: the ClientHello the
-		// client sends once it has its reply, before anything is relayed.
-		var e *proxystatus.Error
-		if early, e = s.checkSNI(ev, a, c, early); e != nil {
-			c.Close()
-			sc.Close()
-			ev.err, ev.status = e, e.Code()
-			s.finish(ev)
-			return
-		}
-	}
-	sc.lease.take(l) // the connection's slot, until the tunnel ends
-	s.relay(ev, c, early, sc)
+	ss.c.SetDeadline(time.Time{})
+	return more, nil
 }
 
 // refuseSOCKS answers a request with a failure reply, closes the

@@ -135,34 +135,28 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, l 
 	}
 
 	wctx, stop := watchClient(ctx, c, nil, nil)
-	a, e := s.admit(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true})
-	if sniNote != "" && ev.dec.WouldDeny == "" {
-		ev.dec.WouldDeny = sniNote
-	}
-	var sc *Conn
-	if e == nil {
-		sc, err = s.open(wctx, ev, a)
-	}
-	more, gone := stop()
-	if gone {
-		if sc != nil {
-			sc.Close()
-		}
-		c.Close()
-		s.failRaw(ctx, ev, clientGone(errClientLeft), 0)
-		return
-	}
-	if e != nil {
-		s.refuseTransparent(ctx, ev, c, res.Proto, e)
-		return
-	}
-	if err != nil {
-		s.refuseTransparent(ctx, ev, c, res.Proto, proxystatus.From(err))
-		return
-	}
-	ev.status = 200
-	sc.lease.take(l) // the connection's slots, until the tunnel ends
-	s.relay(ev, c, append(res.Peeked, more...), sc)
+	s.tunnel(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true, wouldDeny: sniNote},
+		c, stop, &transparentSide{s: s, ctx: ctx, c: c, l: l, res: &res}, tunnelOpts{intercept: true})
+}
+
+// transparentSide is a redirected connection's part in the tail: no
+// answer but an HTTP client's refusal; the sniffed bytes go first.
+type transparentSide struct {
+	s   *Server
+	ctx context.Context
+	c   net.Conn
+	l   *lease // the connection's slots
+	res *sniff.Result
+}
+
+func (ts *transparentSide) refuse(ev *event, e *proxystatus.Error, _ error) {
+	ts.s.refuseTransparent(ts.ctx, ev, ts.c, ts.res.Proto, e)
+}
+
+func (ts *transparentSide) hand(sc *Conn) { sc.lease.take(ts.l) }
+
+func (ts *transparentSide) established(more []byte) ([]byte, *proxystatus.Error) {
+	return append(ts.res.Peeked, more...), nil
 }
 
 // routeTransparent decides a redirected connection: it sets a's

@@ -11,6 +11,7 @@ import (
 
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/metrics"
 	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/proxy"
 )
@@ -104,4 +105,22 @@ func startIntercept(ctx context.Context, cfg *config.Proxy, accessLog io.Writer,
 		}
 	}
 	return out, nil
+}
+
+// InterceptMetrics reads the engine's counts for the metrics (never a
+// name, a site or a credential: counts by a fixed set of labels).
+func InterceptMetrics(in *proxy.Interception) func() metrics.InterceptSample {
+	return func() metrics.InterceptSample {
+		es := in.Engine.Stats()
+		is := in.Engine.Issuer.Stats()
+		hs := map[string]uint64{"ok": es.Handshakes, "exempt": es.Exempt}
+		for k, n := range es.HandshakeFailures {
+			hs[k] += n
+		}
+		return metrics.InterceptSample{
+			Handshakes: hs, OriginHandshakes: es.OriginHandshakes, OriginResumed: es.Resumed,
+			Requests:     map[string]uint64{"allowed": es.Allowed, "denied": es.Denied, "reported": es.Reported, "failed": es.Failed},
+			LeavesSigned: is.Signed, LeafCacheHits: is.Hits, LeavesCached: is.Cached,
+		}
+	}
 }

@@ -141,6 +141,9 @@ func Run(ctx context.Context, cfg *config.Proxy, o Options) error {
 	if opts.Intercept, err = startIntercept(bg, cfg, opts.AccessLog, log); err != nil {
 		return err
 	}
+	if opts.Intercept != nil {
+		p.m.SetIntercept(InterceptMetrics(opts.Intercept))
+	}
 	if p.s, err = proxy.New(opts, st); err != nil {
 		return err
 	}

@@ -118,6 +118,9 @@ func TestPoolsConfigErrors(t *testing.T) {
 		{"negative-limit", "limits: {destinations: [{hosts: [a], rate: -1}]}", nil, "negative"},
 		{"bad-env-rate", "", map[string]string{"EGRET_DEST_RATE": "fast"}, "EGRET_DEST_RATE"},
 		{"bad-ssrf-guard", "", map[string]string{"EGRET_SSRF_GUARD": "maybe"}, "EGRET_SSRF_GUARD"},
+		{"bad-short-names", "", map[string]string{"EGRET_SHORT_NAMES": "expand"}, "want refuse or route"},
+		{"bad-short-names-file", "gateway: {short_names: resolve}", nil, "want refuse or route"},
+		{"bad-cluster-domain", "", map[string]string{"EGRET_CLUSTER_DOMAIN": "cluster..local"}, "EGRET_CLUSTER_DOMAIN"},
 		{"missing-credentials-dir", "", map[string]string{"PROXY_CREDENTIALS_DIR": "/nonexistent/egret-creds"}, "credentials directory"},
 		{"bad-breaker-open", "limits: {breaker: {failures: 2, open_for: soon}}", nil, "open_for"},
 		{"secret-not-in-error", `pools: {p: {members: ["http://u:hunter2@a:1 weight=x"]}}`, nil, "weight"},
@@ -207,5 +210,22 @@ pools:
 `)
 	if err == nil || !strings.Contains(err.Error(), `pools.critical.namespaces: "Shop" is not a namespace name`) {
 		t.Errorf("bad namespace: %v", err)
+	}
+}
+
+// TestShortNamesConfig: EGRET_SHORT_NAMES and EGRET_CLUSTER_DOMAIN, from
+// the environment or the file's gateway section; refuse is the default.
+func TestShortNamesConfig(t *testing.T) {
+	p, err := loadWith(t, nil, "")
+	if err != nil || p.Gateway.RouteShortNames || p.Gateway.ClusterDomain != "" {
+		t.Fatalf("defaults: %+v, %v", p.Gateway, err)
+	}
+	p, err = loadWith(t, nil, "gateway: {short_names: route, cluster_domain: Corp.Example.}")
+	if err != nil || !p.Gateway.RouteShortNames || p.Gateway.ClusterDomain != "corp.example" {
+		t.Fatalf("file: %+v, %v", p.Gateway, err)
+	}
+	p, err = loadWith(t, map[string]string{"EGRET_SHORT_NAMES": "refuse"}, "gateway: {short_names: route}")
+	if err != nil || p.Gateway.RouteShortNames {
+		t.Fatalf("the environment wins: %+v, %v", p.Gateway, err)
 	}
 }

@@ -258,6 +258,66 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 		})
 	}
 	t.Logf("per-runtime verdicts:\n%s", strings.Join(table, "\n"))
+
+	// The corporate CA rotates: the source holds the new CA only, egret
+	// rewrites the namespace's bundle, the kubelet swaps the mounted files
+	// in the running pod, the upstream signs with the new CA — and a new
+	// process of every runtime in the same pod (no restart) trusts it.
+	t.Run("rotation", func(t *testing.T) {
+		ctx := context.Background()
+		ca2PEM, key2PEM, err := intercept.GenerateCA("corp interception CA 2", 24*time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := n.Client.CoreV1().ConfigMaps("egret-system").Get(ctx, "corp-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["trust-bundle.pem"] = string(ca2PEM)
+		if _, err := n.Client.CoreV1().ConfigMaps("egret-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(ca2PEM)), "\n")
+		marker := lines[len(lines)/2]
+		start := time.Now()
+		for {
+			b, _ := n.KubectlCmd(ctx, "exec", "-n", ns, "clients", "-c", "curl", "--", "cat", "/etc/egret/trust/ca-bundle.pem").Output()
+			if strings.Contains(string(b), marker) {
+				break
+			}
+			if time.Since(start) > 3*time.Minute {
+				t.Fatalf("the mounted bundle did not get the new CA in %s\n%s", time.Since(start), n.KubectlT(t, "get", "configmap", "-n", ns, "egret-trust-bundle", "-o", "yaml"))
+			}
+			time.Sleep(2 * time.Second)
+		}
+		t.Logf("the new CA reached the running pod's mounted bundle in %s", time.Since(start).Round(time.Second))
+		mark := len(upLog.String())
+		caDir := filepath.Join(dir, "intercept-ca")
+		if err := os.WriteFile(filepath.Join(caDir, "tls.key"), key2PEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(caDir, "tls.crt"), ca2PEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if !waitLine(upLog, mark, 30*time.Second, func(l map[string]any) bool { return l["msg"] == "interception CA reloaded" }) {
+			t.Fatalf("the upstream did not load the new CA:\n%s", upLog.String()[mark:])
+		}
+		for _, rt := range realnode.Runtimes {
+			path := "/" + rt + "/rotated"
+			mark := len(upLog.String())
+			r, o, err := fetch(n, ns, "clients", rt, "https://origin.example"+path)
+			if err != nil || r.RemoteIP != out.IP || !intercepted(upLog, mark, path) {
+				t.Errorf("%s after the rotation: %v (origin saw %s)\n%s", rt, err, r.RemoteIP, o)
+			}
+		}
+		p, err := n.Client.CoreV1().Pods(ns).Get(ctx, "clients", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := restarts(p); rs != 0 {
+			t.Errorf("the pod restarted %d times", rs)
+		}
+	})
 }
 
 // runtimeModels are egret's NO_PROXY models (internal/noproxy) of the
@@ -336,7 +396,7 @@ func interceptingUpstream(t testing.TB, n *realnode.Node, out *realnode.Outside,
 // plain HTTP: Node's fetch) and returns its client IP ("" when none).
 func upstreamClient(log *testutil.SyncBuffer, mark int, url, dest string) string {
 	var client string
-	waitLine(log, mark, func(line map[string]any) bool {
+	waitLine(log, mark, 10*time.Second, func(line map[string]any) bool {
 		if line["url"] != url && (line["kind"] != "connect" || line["dest"] != dest) {
 			return false
 		}
@@ -352,14 +412,14 @@ func upstreamClient(log *testutil.SyncBuffer, mark int, url, dest string) string
 // intercepted waits up to 10 s for the upstream's line, after offset mark,
 // of an intercepted request for path.
 func intercepted(log *testutil.SyncBuffer, mark int, path string) bool {
-	return waitLine(log, mark, func(line map[string]any) bool { return line["kind"] == "intercept" && line["path"] == path })
+	return waitLine(log, mark, 10*time.Second, func(line map[string]any) bool { return line["kind"] == "intercept" && line["path"] == path })
 }
 
-// waitLine waits up to 10 s for a JSON line after offset mark that ok
+// waitLine waits up to timeout for a JSON line after offset mark that ok
 // accepts (egret writes a line when the request or tunnel ends, which may
 // be after the client has its answer).
-func waitLine(log *testutil.SyncBuffer, mark int, ok func(map[string]any) bool) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+func waitLine(log *testutil.SyncBuffer, mark int, timeout time.Duration, ok func(map[string]any) bool) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		for _, l := range strings.Split(log.String()[mark:], "\n") {
 			var line map[string]any
 			if json.Unmarshal([]byte(l), &line) == nil && ok(line) {

@@ -343,17 +343,18 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
-// TestSmokeIntercept runs the intercept tests, tiny, through interceptd
-// and directly: full handshakes and keep-alive requests, no error, and
-// every request intercepted (the access log names the injected
-// credential).
+// TestSmokeIntercept runs the intercept tests, tiny, through interceptd,
+// through `egret proxy --role gateway` with an intercept site, and
+// directly: full handshakes and keep-alive requests, no error, and every
+// request intercepted (the access logs name the injected credential).
 func TestSmokeIntercept(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts interceptd")
 	}
+	egret := testutil.BuildEgret(t)
 	var stdout, stderr bytes.Buffer
-	args := []string{"-proxies", "egret-intercept,direct", "-tests", "intercept,intercept-ka", "-require", "-ref", "",
-		"-rounds", "1", "-c", "4", "-d", "500ms", "-keep"}
+	args := []string{"-proxies", "egret-intercept,egret-gw-intercept,direct", "-tests", "intercept,intercept-ka", "-require", "-ref", "",
+		"-egret", egret, "-rounds", "1", "-c", "4", "-d", "500ms", "-keep"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := run(ctx, args, &stdout, io.MultiWriter(&stderr, testWriter{t})); err != nil {
@@ -366,7 +367,7 @@ func TestSmokeIntercept(t *testing.T) {
 	dir = strings.TrimSpace(dir)
 	defer os.RemoveAll(dir)
 	table := stdout.String()
-	for _, want := range []string{"| test | egret-intercept | direct |", "| intercepted: new TLS connections/s (CPU per connection) |",
+	for _, want := range []string{"| test | egret-intercept | egret-gw-intercept | direct |", "| intercepted: new TLS connections/s (CPU per connection) |",
 		"| intercepted: keep-alive HTTPS req/s (CPU per request) |"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table has no %q:\n%s", want, table)
@@ -384,6 +385,16 @@ func TestSmokeIntercept(t *testing.T) {
 	}
 	if strings.Contains(string(log), "bench-injected-token") {
 		t.Error("the access log holds the injected token")
+	}
+	gw, err := os.ReadFile(filepath.Join(dir, pGwIntercept, pGwIntercept+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(gw), `"credentials":["bench/token"]`); n < 50 {
+		t.Errorf("%d intercepted requests with the credential in the gateway's log:\n%.1000s", n, gw)
+	}
+	if strings.Contains(string(gw), "bench-injected-token") {
+		t.Error("the gateway's log holds the injected token")
 	}
 }
 

@@ -29,10 +29,11 @@ const (
 	pSmokescreen = "smokescreen"
 	pTinyproxy   = "tinyproxy"
 	pIntercept   = "egret-intercept"
+	pGwIntercept = "egret-gw-intercept"
 	pSquidBump   = "squid-bump"
 	pDirect      = "direct"
 	defaultPeers = pEgret + "," + pGateway + "," + pTrafficSrv + "," + pMinproxy + "," + pSquid + "," + pSmokescreen + "," + pTinyproxy + "," +
-		pIntercept + "," + pSquidBump + "," + pDirect
+		pIntercept + "," + pGwIntercept + "," + pSquidBump + "," + pDirect
 	installedHint = " (scripts/bench-deps.sh installs it)"
 )
 
@@ -56,7 +57,9 @@ func (p *peer) target() target { return target{Proxy: p.URL, Host: p.Target} }
 
 // intercepts reports whether p terminates TLS (the intercept tests' peers,
 // which run those tests only).
-func (p *peer) intercepts() bool { return p.Name == pIntercept || p.Name == pSquidBump }
+func (p *peer) intercepts() bool {
+	return p.Name == pIntercept || p.Name == pGwIntercept || p.Name == pSquidBump
+}
 
 // runs reports whether test is measured through p: the intercept tests
 // through the intercepting proxies (and direct, the ceiling), the others
@@ -190,7 +193,7 @@ LogLevel Info
 		}, nil
 	case pTrafficSrv:
 		return r.trafficServer(port, dir)
-	case pIntercept, pSquidBump:
+	case pIntercept, pGwIntercept, pSquidBump:
 		if r.tls == nil {
 			return spec{}, errors.New("it measures only the intercept tests (-tests intercept,intercept-ka)")
 		}
@@ -212,6 +215,8 @@ LogLevel Info
 			"-access-log", filepath.Join(dir, "access.log")},
 			config:  "tools/bench/interceptd: internal/intercept's Engine, a bearer token injected, GET/HEAD allowed by a rule, JSON access log",
 			version: goVersion(bin)}, nil
+	case pGwIntercept:
+		return r.gatewayIntercept(addr, dir)
 	case pSquidBump:
 		return r.squidBump(addr, dir)
 	}
@@ -558,4 +563,40 @@ func tail(path string) string {
 		lines = lines[len(lines)-15:]
 	}
 	return path + ":\n  " + string(bytes.Join(lines, []byte("\n  ")))
+}
+
+// gatewayIntercept configures `egret proxy --role gateway` to intercept
+// the TLS origin as interceptd does — the bench's interception CA, the
+// origin verified with its CA, a bearer token injected from a file, GET
+// and HEAD allowed by a rule — through the whole admission path of the
+// gateway (client allow-list, routes, SSRF guard opened for loopback),
+// its access log on stdout (a tunnel line and a line per request).
+func (r *runner) gatewayIntercept(addr, dir string) (spec, error) {
+	if err := executable(r.opt.egret, "-egret; make build"); err != nil {
+		return spec{}, err
+	}
+	conf := filepath.Join(dir, "egret.yaml")
+	err := os.WriteFile(conf, []byte(fmt.Sprintf(`role: gateway
+gateway:
+  client_cidrs: [127.0.0.0/8]
+  allow_cidrs: [127.0.0.0/8]
+intercept:
+  ca_dir: %s
+  origin_ca_file: %s
+  sites:
+    - hosts: [%q]
+      credentials:
+        - {name: bench/token, files: [%s]}
+      http:
+        rules:
+          - {action: allow, methods: [GET, HEAD], path_prefixes: [/]}
+`, r.tls.caDir, r.tls.originCA, r.tls.host, r.tls.token)), 0o644)
+	if err != nil {
+		return spec{}, err
+	}
+	return spec{
+		argv:    []string{r.opt.egret, "proxy", "--config", conf, "--listen", addr, "--admin-listen", "127.0.0.1:0"},
+		config:  "egret proxy --role gateway with an intercept site (the interceptd site), admission and SSRF guard on",
+		version: firstLine(r.output(r.opt.egret, "version")),
+	}, nil
 }

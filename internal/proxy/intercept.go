@@ -55,20 +55,6 @@ func (s *Server) interceptSite(ev *event, a *admission) *intercept.Site {
 	return nil
 }
 
-// relayOrIntercept relays an admitted SOCKS5 or transparent tunnel (c,
-// after early, the bytes already read from it), or has the engine serve it
-// when its destination is a site: the same hook as CONNECT's, so a site's
-// credentials and method/path rules hold on every listener.
-func (s *Server) relayOrIntercept(ev *event, c net.Conn, early []byte, sc *Conn, a *admission) {
-	if site := s.interceptSite(ev, a); site != nil {
-		t := relay.New(c, sc.Conn)
-		s.addTunnel(t, ev.kind)
-		s.intercept(ev, t, c, early, sc, a, site)
-		return
-	}
-	s.relay(ev, c, early, sc)
-}
-
 // intercept serves a registered tunnel (t: the client and sc) with the
 // engine in the background; when it ends the tunnel is unregistered, its
 // limits released and it is logged, as start does for a relayed one.

@@ -42,7 +42,8 @@ type tunnelOpts struct {
 	// before admission).
 	sni bool
 	// intercept hands tunnels to an interception site to the engine
-	// (CONNECT).
+	// (every listener: a site's credentials and method/path rules hold on
+	// each).
 	intercept bool
 }
 

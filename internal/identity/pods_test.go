@@ -153,3 +153,28 @@ func BenchmarkByAddr(b *testing.B) {
 		}
 	}
 }
+
+// TestHasNamespace: a namespace is known while one of its pods is indexed,
+// through updates (an update is not a second pod), deletes and relists.
+func TestHasNamespace(t *testing.T) {
+	ps := NewPods()
+	ps.Add(pod("shop", "a", "u1", "10.0.0.1", nil))
+	ps.Add(pod("shop", "b", "u2", "10.0.0.2", nil))
+	ps.Update(pod("shop", "a", "u1", "10.0.0.1", map[string]string{"v": "2"}))
+	ps.Add(pod("billing", "c", "u3", "", nil, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }))
+	if !ps.HasNamespace("shop") || !ps.HasNamespace("billing") || ps.HasNamespace("other") {
+		t.Fatalf("shop %v billing %v other %v", ps.HasNamespace("shop"), ps.HasNamespace("billing"), ps.HasNamespace("other"))
+	}
+	ps.Delete(pod("shop", "a", "u1", "", nil))
+	if !ps.HasNamespace("shop") {
+		t.Error("shop forgotten while pod b is indexed")
+	}
+	ps.Delete(pod("shop", "b", "u2", "", nil))
+	if ps.HasNamespace("shop") {
+		t.Error("shop still known with no pod")
+	}
+	ps.Replace([]any{pod("payments", "d", "u4", "10.0.0.4", nil)}, "")
+	if ps.HasNamespace("billing") || !ps.HasNamespace("payments") {
+		t.Errorf("after a relist: billing %v payments %v", ps.HasNamespace("billing"), ps.HasNamespace("payments"))
+	}
+}

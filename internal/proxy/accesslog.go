@@ -74,6 +74,10 @@ type event struct {
 	site                string
 	requests            int64
 	interceptErr        string
+
+	// shortName is the short name a routed destination was expanded
+	// from (shortnames.go).
+	shortName string
 }
 
 // finish counts and logs a request or tunnel. It frees nothing: what the
@@ -161,6 +165,9 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 		l.str(logMethod, ev.method)
 	}
 	l.str(logDest, ev.dest)
+	if ev.shortName != "" {
+		l.str(logShortName, ev.shortName)
+	}
 	if ev.origDst != "" {
 		l.str(logOrigDst, ev.origDst)
 		l.str(logSniffed, ev.sniffed)

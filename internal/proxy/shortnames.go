@@ -28,6 +28,10 @@ import (
 // never resolved again. The transparent listener is not concerned: it
 // dials the address the client connected to.
 
+// logShortName is the access log field of a routed short name (dest is
+// the FQDN it was expanded to).
+const logShortName = "short_name"
+
 // ShortNames is how a gateway treats destinations named by short names.
 type ShortNames struct {
 	// On marks a gateway: names are resolved by a resolver that is not
@@ -124,7 +128,7 @@ func (s *Server) shortName(ctx context.Context, ev *event, a *admission, dest *r
 		addrs, err := s.resolve(ctx, name)
 		if err == nil && len(addrs) > 0 {
 			a.names.host, a.names.addrs, a.names.err, a.names.done = name, addrs, nil, true
-			a.short = host
+			a.short, ev.shortName = host, host
 			dest.Host = name
 			return nil
 		}

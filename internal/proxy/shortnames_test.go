@@ -217,7 +217,7 @@ func TestShortNamesRouted(t *testing.T) {
 			t.Errorf("the bare name was resolved at the gateway %d times", c)
 		}
 		waitFor(t, func() bool {
-			return strings.Contains(p.Log.String(), `"dest":"payments.shop.svc.cluster.local:`+port+`"`)
+			return strings.Contains(p.Log.String(), `"dest":"payments.shop.svc.cluster.local:`+port+`","short_name":"payments"`)
 		})
 	})
 	t.Run("connect-name-namespace", func(t *testing.T) {

@@ -88,7 +88,8 @@ func (in *install) available(t testing.TB, image string) {
 }
 
 // The shipped chart as docs/kubernetes.md installs it, then the documented
-// upgrade (a values change: policy.enabled; and a new image tag), the
+// upgrade (a values change: policy.enabled; a new image tag; then the
+// image pinned by digest), the
 // scenarios that need a running install, and the documented uninstall.
 func TestHelm(t *testing.T) {
 	n := realnode.Get(t)
@@ -170,12 +171,27 @@ func TestHelm(t *testing.T) {
 		if out := n.KubectlT(t, "get", "crd", "egresspolicies.egret.io", "-o", "name"); !strings.Contains(out, "egresspolicies") {
 			t.Errorf("policy.enabled did not install the CRD: %s", out)
 		}
+
+		// Then pinned by digest, as a release's chart pins its images
+		// (image.digest; image.iptables required with it). containerd
+		// knows the digest references as a pull would record them.
+		pinned := "ghcr.io/egret-io/egret@" + imageDigest(t, n, realnode.EgretImage)
+		ipinned := "ghcr.io/egret-io/egret@" + imageDigest(t, n, realnode.EgretIptablesImage)
+		for _, pair := range [][2]string{{realnode.EgretImage, pinned}, {realnode.EgretIptablesImage, ipinned}} {
+			if out, err := n.Ctr("images", "tag", "--force", pair[0], pair[1]); err != nil {
+				t.Fatalf("ctr tag: %v\n%s", err, out)
+			}
+		}
+		in.helmT(t, "upgrade", "egret", "deploy/helm/egret", "-n", "egret-system", "--reuse-values",
+			"--set", "image.digest="+strings.TrimPrefix(pinned, "ghcr.io/egret-io/egret@"), "--set", "image.iptables="+ipinned)
+		in.image = pinned
+		in.available(t, in.image)
 	}) {
 		t.FailNow()
 	}
 	step("upgrade")
 
-	t.Run("policy", func(t *testing.T) { in.policy(t, newImage) })
+	t.Run("policy", func(t *testing.T) { in.policy(t, in.image) })
 	step("policy")
 	t.Run("discovery", in.discovery)
 	step("discovery")
@@ -209,4 +225,21 @@ func TestHelm(t *testing.T) {
 		}
 	})
 	step("uninstall")
+}
+
+// imageDigest is the digest containerd records for an image reference
+// (the index the harness imported).
+func imageDigest(t testing.TB, n *realnode.Node, ref string) string {
+	t.Helper()
+	out, err := n.Ctr("images", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == ref && strings.HasPrefix(f[2], "sha256:") {
+			return f[2]
+		}
+	}
+	t.Fatalf("containerd has no image %s:\n%s", ref, out)
+	return ""
 }

@@ -24,7 +24,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 	side := &cc.side
 	*side = connectSide{cc: cc, req: req}
 	cc.s.tunnel(ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true, auth: proxyAuth(req.Header)},
-		cc.c, stop, side, tunnelOpts{sni: true, intercept: true})
+		cc.c, stop, side, tunnelOpts{sni: true})
 	return side.keep
 }
 

@@ -62,7 +62,7 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, l *lease
 	}
 	wctx, stop := watchClient(ctx, c, nil, nil)
 	s.tunnel(wctx, ev, &target{hostport: net.JoinHostPort(host, strconv.Itoa(int(req.Dest.Port))), tunnel: true},
-		c, stop, &socksSide{s: s, ctx: ctx, c: c, l: l}, tunnelOpts{sni: true, intercept: true})
+		c, stop, &socksSide{s: s, ctx: ctx, c: c, l: l}, tunnelOpts{sni: true})
 }
 
 // socksSide is a SOCKS5 request's part in the tail: SOCKS5 replies.

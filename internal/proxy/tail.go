@@ -16,7 +16,7 @@ import (
 // in one order for all:
 //
 //	admit → open → (client gone?) → refusal or:
-//	register → hand over → answer → SNI check → intercept → relay
+//	register → hand over → answer → SNI check → intercept or relay
 //
 // A listener's protocol shows only in its side: how a refusal and the
 // established tunnel are answered, and who holds the client's slots.
@@ -41,10 +41,6 @@ type tunnelOpts struct {
 	// (CONNECT, SOCKS5; a transparent connection's own sniff was checked
 	// before admission).
 	sni bool
-	// intercept hands tunnels to an interception site to the engine
-	// (every listener: a site's credentials and method/path rules hold on
-	// each).
-	intercept bool
 }
 
 // tunnel is the tail for the target tg of client c: ctx is the client's,
@@ -100,11 +96,11 @@ func (s *Server) tunnel(ctx context.Context, ev *event, tg *target, c net.Conn, 
 		s.finish(ev)
 		return false
 	}
-	if o.intercept {
-		if site := s.interceptSite(ev, a); site != nil {
-			s.intercept(ev, t, c, early, sc, a, site)
-			return true
-		}
+	// A tunnel to an interception site is the engine's on every
+	// listener, so a site's credential and method/path rules hold on all.
+	if site := s.interceptSite(ev, a); site != nil {
+		s.intercept(ev, t, c, early, sc, a, site)
+		return true
 	}
 	s.start(ev, t, early, sc)
 	return true

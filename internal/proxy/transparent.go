@@ -136,7 +136,7 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, l 
 
 	wctx, stop := watchClient(ctx, c, nil, nil)
 	s.tunnel(wctx, ev, &target{transparent: true, orig: orig, sniffed: res, tunnel: true, wouldDeny: sniNote},
-		c, stop, &transparentSide{s: s, ctx: ctx, c: c, l: l, res: &res}, tunnelOpts{intercept: true})
+		c, stop, &transparentSide{s: s, ctx: ctx, c: c, l: l, res: &res}, tunnelOpts{})
 }
 
 // transparentSide is a redirected connection's part in the tail: no

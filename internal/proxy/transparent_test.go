@@ -391,7 +391,9 @@ func BenchmarkTunnelSetup(b *testing.B) {
 				req = "CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\nHost: x\r\n\r\n" + req
 			}
 			buf := make([]byte, 4096)
+			b.ReportAllocs()
 			b.ResetTimer()
+			defer cpuPerOp(b)()
 			for i := 0; i < b.N; i++ {
 				c, err := net.Dial("tcp", addr)
 				if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"egret.io/egret/internal/http1"
@@ -103,8 +102,7 @@ func DialTCP(ctx context.Context, network, addr string) (net.Conn, error) {
 // left (at least 500ms). A failure names dest and the cause.
 func (t *Transport) DialAddrs(ctx context.Context, dest string, addrs []netip.Addr, port uint16) (net.Conn, error) {
 	var last error
-	var pbuf [8]byte
-	ps := string(strconv.AppendUint(pbuf[:0], uint64(port), 10))
+	var abuf [64]byte
 	for i, a := range addrs {
 		actx := ctx
 		var cancel context.CancelFunc = func() {}
@@ -112,7 +110,8 @@ func (t *Transport) DialAddrs(ctx context.Context, dest string, addrs []netip.Ad
 			share := time.Until(dl) / time.Duration(len(addrs)-i)
 			actx, cancel = context.WithTimeout(ctx, max(share, 500*time.Millisecond))
 		}
-		c, err := t.Dial(actx, "tcp", net.JoinHostPort(a.String(), ps))
+		// One allocation for "ip:port" ("[ip%zone]:port" for IPv6).
+		c, err := t.Dial(actx, "tcp", string(netip.AddrPortFrom(a, port).AppendTo(abuf[:0])))
 		cancel()
 		if err == nil {
 			return c, nil

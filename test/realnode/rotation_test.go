@@ -34,7 +34,7 @@ func (in *install) setUpstream(t testing.TB, upstream string) {
 // the application sends a request every 100 ms: none is lost. The short
 // name of a Service of the pod's namespace and the API server's address
 // (what client-go in a pod dials: KUBERNETES_SERVICE_HOST) go direct, not
-// through the sidecar.
+// through the sidecar; so does a pod's IP.
 func (in *install) rotation(t *testing.T) {
 	n := in.n
 	out := in.out
@@ -87,12 +87,16 @@ func (in *install) rotation(t *testing.T) {
 
 	// Direct: the short name of a Service in the pod's namespace, and the
 	// API server by the address client-go uses.
-	egretPod(t, n, ns, "echo", map[string]string{"app": "echo"})
+	echoPod := egretPod(t, n, ns, "echo", map[string]string{"app": "echo"})
 	n.KubectlT(t, "expose", "pod", "-n", ns, "echo", "--port=8080")
 	client := n.KubectlT(t, "get", "pod", "-n", ns, "client", "-o", "jsonpath={.status.podIP}")
 	r := getEventually(t, n, ns, "client", "app", "http://echo:8080/")
 	if r.RemoteIP != client {
 		t.Errorf("short name: the Service saw %s, want the client pod %s (direct)", r.RemoteIP, client)
+	}
+	podURL := "http://" + echoPod.Status.PodIP + ":8080/"
+	if r := get(t, n, ns, "client", "app", podURL); r.RemoteIP != client {
+		t.Errorf("pod IP: the pod saw %s, want the client pod %s (direct)", r.RemoteIP, client)
 	}
 	kubeHost := kubeServiceHost(t, n, ns)
 	code, body := status(t, n, ns, "client", "-k", "https://"+kubeHost+"/version")
@@ -117,8 +121,8 @@ func (in *install) rotation(t *testing.T) {
 			if m["route"] != "direct" || m["upstream"] != nil {
 				t.Errorf("the sidecar sent the short name elsewhere than direct: %s", l)
 			}
-		case strings.HasPrefix(dest, kubeHost+":"):
-			t.Errorf("the API server's address reached the sidecar: %s", l)
+		case strings.HasPrefix(dest, kubeHost+":"), strings.HasPrefix(dest, echoPod.Status.PodIP+":"):
+			t.Errorf("an address in NO_PROXY (the API server's, a pod's) reached the sidecar: %s", l)
 		}
 	}
 	if short == 0 {

@@ -128,8 +128,14 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 	}
 
 	svcURL := "http://echo." + svcNS + ".svc.cluster.local:8080/"
+	svcShortURL := "http://echo." + svcNS + ".svc:8080/"
 	podURL := "http://" + echoIPs[0] + ":8080/"
-	table := []string{"| runtime (egret's model) | HTTP outside | HTTPS outside, injected CA | HTTPS outside, no CA | Service FQDN | pod IP | sidecar mode: HTTP / HTTPS outside |", "|---|---|---|---|---|---|---|"}
+	svc, err := n.Client.CoreV1().Services(svcNS).Get(context.Background(), "echo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterIPURL := "http://" + svc.Spec.ClusterIP + ":8080/"
+	table := []string{"| runtime (egret's model) | HTTP outside | HTTPS outside, injected CA | HTTPS outside, no CA | Service FQDN | name.ns.svc | ClusterIP | pod IP | sidecar mode: HTTP / HTTPS outside |", "|---|---|---|---|---|---|---|---|---|"}
 	for _, rt := range realnode.Runtimes {
 		t.Run(rt, func(t *testing.T) {
 			model, ok := noproxy.ClientByName(runtimeModels[rt])
@@ -207,13 +213,14 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 			default:
 				row["noca"] = "refused (certificate)"
 			}
-			// The Service by FQDN (egret promises direct for every
-			// runtime) and the pod IP (as egret's model of the runtime
-			// says: a runtime without CIDR entries sends it to the
-			// gateway, which reaches it).
-			for _, c := range []struct{ key, url string }{{"svc", svcURL}, {"podip", podURL}} {
+			// The Service by FQDN and by name.namespace.svc (egret
+			// promises direct for every runtime), its ClusterIP and the
+			// pod IP (as egret's model of the runtime says: a runtime
+			// without CIDR entries sends them to the gateway, which
+			// reaches them).
+			for _, c := range []struct{ key, url string }{{"svc", svcURL}, {"svcshort", svcShortURL}, {"clusterip", clusterIPURL}, {"podip", podURL}} {
 				want := predict(c.url)
-				if c.key == "svc" && want != "direct" {
+				if (c.key == "svc" || c.key == "svcshort") && want != "direct" {
 					t.Errorf("egret's model predicts %s for %s, want direct", want, c.url)
 				}
 				r, o, err := fetch(n, ns, "clients", rt, c.url)
@@ -254,7 +261,8 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 			if row["side"] == "ok" {
 				row["side"] = "gateway → upstream / intercepted, trusted"
 			}
-			table = append(table, fmt.Sprintf("| %s (%s) | %s | %s | %s | %s | %s | %s |", rt, model.Name, row["http"], row["https"], row["noca"], row["svc"], row["podip"], row["side"]))
+			table = append(table, fmt.Sprintf("| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s |", rt, model.Name, row["http"], row["https"], row["noca"],
+				row["svc"], row["svcshort"], row["clusterip"], row["podip"], row["side"]))
 		})
 	}
 	t.Logf("per-runtime verdicts:\n%s", strings.Join(table, "\n"))

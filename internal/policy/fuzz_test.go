@@ -22,6 +22,9 @@ func FuzzCompile(f *testing.F) {
 		`{metadata: {name: p, namespace: ns}, spec: {podSelector: {matchExpressions: [{key: "", operator: Near}]}}}`,
 		`{metadata: {name: p, namespace: ns}, spec: {egress: [{action: allow, hosts: ["*", "a b", "[::1]"], ports: [0, 65536]}]}}`,
 		`{metadata: {name: default}, spec: {egress: [{action: deny, hosts: [x]}]}}`,
+		`{metadata: {name: p, namespace: ns}, spec: {default: allow, intercept: [{hosts: [a.example, "*.b.example"], exempt: [p.b.example], credentials: [{secret: k, scheme: basic, keys: [u, p]}], http: {mode: report, rules: [{action: deny, methods: [DELETE], paths: ["/v1/**"], pathPrefixes: [/admin]}]}}]}}`,
+		`{metadata: {name: p, namespace: ns}, spec: {intercept: [{hosts: [""], credentials: [{secret: other/k, scheme: raw, header: Host}], http: {rules: [{action: maybe, paths: ["x?y"]}]}}]}}`,
+		`{metadata: {name: default}, spec: {intercept: [{hosts: [a.example], credentials: [{secret: ns/k}]}]}}`,
 	} {
 		f.Add(s, false)
 	}
@@ -43,6 +46,9 @@ func FuzzCompile(f *testing.F) {
 			dec := e.Decide(context.Background(), dest, nil)
 			if c.Err != nil && dec.Action != route.Deny {
 				t.Fatalf("invalid policy (%v) let %s through: %+v", c.Err, d, dec)
+			}
+			if c.Err != nil && e.InterceptSite(dest.Host) != nil {
+				t.Fatalf("invalid policy (%v) intercepts %s", c.Err, d)
 			}
 		}
 	})

@@ -80,9 +80,14 @@ func TestGatewayInstallUninstall(t *testing.T) {
 	n.KubectlT(t, "create", "deployment", "-n", ns, "echo", "--image="+realnode.EgretImage, "--port=8080", "--", "/egret", "echo")
 	n.KubectlT(t, "expose", "deployment", "-n", ns, "echo", "--port=8080")
 	n.KubectlT(t, "wait", "-n", ns, "--for=condition=Available", "deployment/echo", "--timeout=2m")
-	// (A short name, http://echo:8080/, goes to the gateway, which cannot
-	// resolve another namespace's short name: 502. Issue 24's "short names
-	// at the gateway"; not asserted here.)
+	// A short name, http://echo:8080/, is not in NO_PROXY (no list holds
+	// every Service's), so it goes to the gateway, which refuses it (the
+	// default EGRET_SHORT_NAMES=refuse): a 502 that names the FQDN and the
+	// fix, never the gateway's own namespace's Service of that name.
+	if code, body := status(t, n, ns, "client", "http://echo:8080/"); code != "502" ||
+		!strings.Contains(body, "short name") || !strings.Contains(body, "NO_PROXY") {
+		t.Errorf("short name via the gateway: %s %q, want 502 naming the fix", code, body)
+	}
 	for _, u := range []string{"http://echo." + ns + ".svc:8080/", "http://echo." + ns + ".svc.cluster.local:8080/"} {
 		r = getEventually(t, n, ns, "client", "app", u)
 		if r.RemoteIP != pod.Status.PodIP {

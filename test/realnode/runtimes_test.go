@@ -183,6 +183,18 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 					row["http"] = "proxy: gateway → upstream"
 				}
 			}
+			// The runtimes that need more than HTTP_PROXY: without the
+			// switch egret injects for them, they go direct (the pod may
+			// reach the outside here), which is why egret injects it.
+			if sw := runtimeSwitch[rt]; sw != "" {
+				r, o, err := fetch(n, ns, "clients", rt, "http://plain.example/"+rt+"/without", sw)
+				if err != nil || r.RemoteIP != pod.Status.PodIP {
+					t.Errorf("HTTP outside without %s: %v (origin saw %s), want direct from the pod %s\n%s", sw, err, r.RemoteIP, pod.Status.PodIP, o)
+					row["http"] += "; FAIL without " + sw
+				} else {
+					row["http"] += "; direct without " + sw
+				}
+			}
 			// HTTPS to the outside: intercepted by the upstream, trusted
 			// through the injected bundle.
 			path := "/" + rt + "/https"
@@ -328,6 +340,12 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 	})
 }
 
+// runtimeSwitch is the variable without which a runtime ignores
+// HTTP_PROXY: Node.js reads the proxy variables only with
+// NODE_USE_ENV_PROXY=1, the JVM only its -D properties (egret's are in
+// JAVA_TOOL_OPTIONS).
+var runtimeSwitch = map[string]string{"node": "NODE_USE_ENV_PROXY", "java": "JAVA_TOOL_OPTIONS"}
+
 // runtimeModels are egret's NO_PROXY models (internal/noproxy) of the
 // runtimes' versions in realnode.RuntimesImage: Debian 12's curl 7.88,
 // python3-requests 2.28 and Ruby 3.1, Node.js 24.22.3's fetch (its
@@ -441,10 +459,17 @@ func waitLine(log *testutil.SyncBuffer, mark int, timeout time.Duration, ok func
 // fetch runs the runtime's client in its container of pod and returns the
 // echo reply, the output (stdout and stderr) and an error unless it
 // exited 0 with status 200.
-func fetch(n *realnode.Node, ns, pod, runtime, url string) (echoReply, string, error) {
+func fetch(n *realnode.Node, ns, pod, runtime, url string, unset ...string) (echoReply, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args := append([]string{"exec", "-n", ns, pod, "-c", runtime, "--"}, realnode.RuntimeCommand(runtime, url)...)
+	args := []string{"exec", "-n", ns, pod, "-c", runtime, "--"}
+	if len(unset) > 0 {
+		args = append(args, "env")
+		for _, u := range unset {
+			args = append(args, "-u", u)
+		}
+	}
+	args = append(args, realnode.RuntimeCommand(runtime, url)...)
 	cmd := n.KubectlCmd(ctx, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

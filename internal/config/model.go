@@ -171,6 +171,9 @@ type Gateway struct {
 	// RouteShortNames routes a short name as the FQDN the calling pod's
 	// resolver finds (EGRET_SHORT_NAMES=route); false refuses it.
 	RouteShortNames bool
+	// ResolveShortNames resolves short names with the gateway's own
+	// resolver, as any name (EGRET_SHORT_NAMES=off).
+	ResolveShortNames bool
 	// ClusterDomain is the cluster DNS domain ("" = cluster.local).
 	ClusterDomain string
 }

@@ -281,8 +281,10 @@ func (l *loader) gateway(f *File, p *Proxy, bad func(error)) {
 	case "refuse":
 	case "route":
 		g.RouteShortNames = true
+	case "off":
+		g.ResolveShortNames = true
 	default:
-		bad(fmt.Errorf("EGRET_SHORT_NAMES %q: want refuse or route", v))
+		bad(fmt.Errorf("EGRET_SHORT_NAMES %q: want refuse, route or off", v))
 	}
 	g.ClusterDomain = strings.Trim(strings.ToLower(l.str("EGRET_CLUSTER_DOMAIN", f.Gateway.ClusterDomain, "")), ".")
 	if d := g.ClusterDomain; d != "" && (strings.ContainsAny(d, " /:@") || strings.Contains(d, "..")) {

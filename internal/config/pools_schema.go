@@ -118,7 +118,7 @@ type GatewaySpec struct {
 	SSRFGuard *bool `json:"ssrf_guard,omitempty"`
 	// AllowCIDRs are exempt from the SSRF guard.
 	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
-	// ShortNames is refuse (default) or route: what the gateway does with
+	// ShortNames is refuse (default), route or off: what the gateway does with
 	// a single-label or name.namespace destination.
 	ShortNames string `json:"short_names,omitempty"`
 	// ClusterDomain is the cluster DNS domain (default cluster.local).

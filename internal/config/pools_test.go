@@ -118,8 +118,8 @@ func TestPoolsConfigErrors(t *testing.T) {
 		{"negative-limit", "limits: {destinations: [{hosts: [a], rate: -1}]}", nil, "negative"},
 		{"bad-env-rate", "", map[string]string{"EGRET_DEST_RATE": "fast"}, "EGRET_DEST_RATE"},
 		{"bad-ssrf-guard", "", map[string]string{"EGRET_SSRF_GUARD": "maybe"}, "EGRET_SSRF_GUARD"},
-		{"bad-short-names", "", map[string]string{"EGRET_SHORT_NAMES": "expand"}, "want refuse or route"},
-		{"bad-short-names-file", "gateway: {short_names: resolve}", nil, "want refuse or route"},
+		{"bad-short-names", "", map[string]string{"EGRET_SHORT_NAMES": "expand"}, "want refuse, route or off"},
+		{"bad-short-names-file", "gateway: {short_names: resolve}", nil, "want refuse, route or off"},
 		{"bad-cluster-domain", "", map[string]string{"EGRET_CLUSTER_DOMAIN": "cluster..local"}, "EGRET_CLUSTER_DOMAIN"},
 		{"missing-credentials-dir", "", map[string]string{"PROXY_CREDENTIALS_DIR": "/nonexistent/egret-creds"}, "credentials directory"},
 		{"bad-breaker-open", "limits: {breaker: {failures: 2, open_for: soon}}", nil, "open_for"},
@@ -227,5 +227,9 @@ func TestShortNamesConfig(t *testing.T) {
 	p, err = loadWith(t, map[string]string{"EGRET_SHORT_NAMES": "refuse"}, "gateway: {short_names: route}")
 	if err != nil || p.Gateway.RouteShortNames {
 		t.Fatalf("the environment wins: %+v, %v", p.Gateway, err)
+	}
+	p, err = loadWith(t, map[string]string{"EGRET_SHORT_NAMES": "off"}, "")
+	if err != nil || !p.Gateway.ResolveShortNames || p.Gateway.RouteShortNames {
+		t.Fatalf("off: %+v, %v", p.Gateway, err)
 	}
 }

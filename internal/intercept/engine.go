@@ -227,15 +227,10 @@ func (e *Engine) Serve(ctx context.Context, client net.Conn, t *Tunnel) (Result,
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
 			res.SNI = hi.ServerName
-			if hi.ServerName != "" && t.Site != nil && t.Site.IsExempt(hi.ServerName) {
-				if t.Passthrough == nil || rc.overflow {
-					hs.reason = "exempt_refused"
-					return nil, errExempt
-				}
-				rc.swallow = true // no alert: the client's handshake goes on with the origin
-				return nil, errExempt
-			}
-			rc.recording, rc.rec = false, nil
+			// The server name must be the admitted target's before it is
+			// looked at for anything else: an exempt name in a tunnel
+			// admitted for another host would pass an opaque tunnel to
+			// that host, past its rules.
 			name, err := LeafName(t.Host, hi.ServerName)
 			if err != nil {
 				hs.reason = "bad_name"
@@ -244,6 +239,15 @@ func (e *Engine) Serve(ctx context.Context, client net.Conn, t *Tunnel) (Result,
 				}
 				return nil, err
 			}
+			if hi.ServerName != "" && t.Site != nil && t.Site.IsExempt(name.String()) {
+				if t.Passthrough == nil || rc.overflow {
+					hs.reason = "exempt_refused"
+					return nil, errExempt
+				}
+				rc.swallow = true // no alert: the client's handshake goes on with the origin
+				return nil, errExempt
+			}
+			rc.recording, rc.rec = false, nil
 			cert, err := e.Issuer.Certificate(name)
 			if err != nil {
 				hs.reason = "no_leaf"

@@ -573,3 +573,40 @@ func TestCARotationUnderTraffic(t *testing.T) {
 		t.Errorf("leaves by issuer: %v", issuers)
 	}
 }
+
+// TestExemptNameMustBeTheTarget: a ClientHello naming an exempt host
+// inside a tunnel admitted for another (intercepted) host is an SNI
+// mismatch, never a passthrough: an opaque tunnel to api's address would
+// skip api's method/path rules.
+func TestExemptNameMustBeTheTarget(t *testing.T) {
+	l := newLab(t)
+	l.origin("api.example.test", nil, nil)
+	site, err := CompileSite(SiteSpec{Hosts: []string{".example.test"}, Exempt: []string{"pinned.example.test"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.setSites(site)
+	c, err := net.Dial("tcp", l.front)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT api.example.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", port(l, "api.example.test"))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "PINNED.example.test.", InsecureSkipVerify: true})
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err == nil {
+		t.Errorf("a handshake naming the exempt host went through a tunnel admitted for api (peer %s)", tc.ConnectionState().PeerCertificates[0].Subject)
+	}
+	tc.Close()
+	waitFor(t, func() bool { return len(l.tunnels()) == 1 })
+	r := l.tunnels()[0]
+	var he *HandshakeError
+	if r.res.Exempt || !errorsAs(r.err, &he) || he.Reason != "sni_mismatch" {
+		t.Errorf("result %+v, error %v: want sni_mismatch, no passthrough", r.res, r.err)
+	}
+}

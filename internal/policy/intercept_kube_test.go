@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,7 +238,8 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 		}
 		return &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	}
-	var bodies strings.Builder
+	var bodies strings.Builder // every response, scanned for the secret
+	var bodiesMu sync.Mutex
 	var doVia func(kind, src, method, path string) (int, string, http.Header, error)
 	do := func(src, method, path string) (int, string, http.Header, error) {
 		return doVia("connect", src, method, path)
@@ -251,6 +253,8 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
+		bodiesMu.Lock()
+		defer bodiesMu.Unlock()
 		bodies.Write(b)
 		for k, v := range resp.Header {
 			fmt.Fprintf(&bodies, "%s: %s\n", k, v)
@@ -313,6 +317,46 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 		mu.Unlock()
 	})
 	t.Run("secret-rotated", func(t *testing.T) {
+		// Traffic runs through the rotation: no request fails, and each
+		// carries the old value or the new one.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		var failure atomic.Value
+		mu.Lock()
+		from := len(seenAuth)
+		mu.Unlock()
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if st, _, _, err := do(webIP, "GET", "/v1/models"); err != nil || st != 200 {
+						failed.Add(1)
+						failure.Store(fmt.Sprintf("%d %v", st, err))
+					}
+				}
+			})
+		}
+		defer func() {
+			close(stop)
+			wg.Wait()
+			if n := failed.Load(); n > 0 {
+				t.Errorf("%d requests failed during the rotation (last: %v)", n, failure.Load())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, a := range seenAuth[from:] {
+				if a != "Bearer "+secret1 && a != "Bearer "+secret2 {
+					t.Errorf("during the rotation the origin received %q", a)
+					break
+				}
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
 		sec, err := c.Clientset.CoreV1().Secrets(shop).Get(ctx, "openai", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -325,6 +369,7 @@ spec: {intercept: [{hosts: [api.test], credentials: [{secret: %s/stolen}]}]}`, s
 			st, _, _, err := do(webIP, "GET", "/v1/models")
 			return err == nil && st == 200 && lastAuth() == "Bearer "+secret2
 		})
+		time.Sleep(200 * time.Millisecond)
 	})
 	t.Run("secret-deleted-refuses", func(t *testing.T) {
 		if err := c.Clientset.CoreV1().Secrets(shop).Delete(ctx, "openai", metav1.DeleteOptions{}); err != nil {

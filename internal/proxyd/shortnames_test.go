@@ -47,6 +47,13 @@ func TestGatewayShortNames(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("a gateway sent a short name to the origin %d times", n)
 	}
+	t.Run("gateway-off-resolves-as-any-name", func(t *testing.T) {
+		e := runEgret(t, map[string]string{"EGRET_ROLE": "gateway", "EGRET_SSRF_ALLOW_CIDRS": "127.0.0.0/8", "EGRET_SHORT_NAMES": "off"}, "", hosts)
+		resp, body := proxytest.RawRequest(t, e.Proxy, req)
+		if resp.StatusCode != 200 || body != "payments" {
+			t.Fatalf("EGRET_SHORT_NAMES=off: %d %q", resp.StatusCode, body)
+		}
+	})
 	t.Run("sidecar-resolves", func(t *testing.T) {
 		e := runEgret(t, nil, "", hosts)
 		resp, body := proxytest.RawRequest(t, e.Proxy, req)

@@ -106,7 +106,7 @@ func BuildProtection(cfg *config.Proxy) proxy.Protection {
 // Options (dependencies are added by Run).
 func options(cfg *config.Proxy) proxy.Options {
 	return proxy.Options{Via: cfg.Via, Timeouts: cfg.Timeouts, Protection: BuildProtection(cfg),
-		ShortNames: proxy.ShortNames{On: cfg.Role == config.RoleGateway, Route: cfg.Gateway.RouteShortNames, Domain: cfg.Gateway.ClusterDomain}}
+		ShortNames: proxy.ShortNames{On: cfg.Role == config.RoleGateway && !cfg.Gateway.ResolveShortNames, Route: cfg.Gateway.RouteShortNames, Domain: cfg.Gateway.ClusterDomain}}
 }
 
 func positive[T ~int64](d T) T {

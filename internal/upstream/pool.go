@@ -413,7 +413,8 @@ func Fault(err error) (member, retry bool) {
 		proxystatus.ConnectionTerminated, proxystatus.DestinationIPUnroute,
 		proxystatus.DNSError, proxystatus.DNSTimeout, proxystatus.DestinationNotFound,
 		proxystatus.TLSProtocolError, proxystatus.TLSCertificateError, proxystatus.HTTPProtocolError,
-		proxystatus.ProxyConfigurationErr: // the member's authentication setup (SPN, realm, keytab)
+		proxystatus.HTTPResponseHeaderSize, // the member's own answer header (a CONNECT's, a challenge's) past the bound
+		proxystatus.ProxyConfigurationErr:  // the member's authentication setup (SPN, realm, keytab)
 		return true, true
 	}
 	return false, false

@@ -306,6 +306,8 @@ func TestFault(t *testing.T) {
 		{"refused", &proxystatus.Error{Type: proxystatus.ConnectionRefused, Upstream: "m"}, true, true},
 		{"dial-timeout", &proxystatus.Error{Type: proxystatus.ConnectionTimeout, Upstream: "m"}, true, true},
 		{"answer-timeout", &proxystatus.Error{Type: proxystatus.ConnectionReadTimeout, Upstream: "m"}, false, false},
+		{"answer-header-too-large", &proxystatus.Error{Type: proxystatus.HTTPResponseHeaderSize, Upstream: "m"}, true, true},
+		{"origin-header-too-large", &proxystatus.Error{Type: proxystatus.HTTPResponseHeaderSize}, false, false},
 		{"not-a-member", &proxystatus.Error{Type: proxystatus.ConnectionRefused}, false, false},
 		{"plain-error", errors.New("x"), false, false},
 	}

@@ -203,6 +203,12 @@ func TestHelmValues(t *testing.T) {
 	if r := find(objs, "Role", "egret-webhook-trust-source"); r == nil || r.GetNamespace() != "pki" {
 		t.Errorf("no Role reading Secrets in pki: %v", r)
 	}
+	// The interception CA's ConfigMap beside the corporate CAs.
+	objs = helmTemplate(t, "proxy-infra", "trust.enabled=true", "trust.interceptConfigMap=egret-intercept-ca")
+	args, _ = podArgs(container(t, objs, "egret-webhook"), "proxy-infra")
+	if !slices.Contains(args, "--intercept-ca-configmap=proxy-infra/egret-intercept-ca") || !slices.Contains(args, "--ca-configmap=proxy-infra/corp-ca") {
+		t.Errorf("trust args with the interception CA %q", args)
+	}
 	// A bad value is a clear error, not a broken install.
 	cmd := exec.Command(testutil.CachedTool(t, "helm"), "template", "egret", chart, "--kube-version", "1.37.2", "--set", "mode=transparnt")
 	cmd.Env = []string{"HOME=" + t.TempDir()}

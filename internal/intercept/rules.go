@@ -303,15 +303,23 @@ func (r *Rules) Decide(method, path string) Verdict {
 	if len(r.List) == 0 && r.Default == Allow {
 		return Verdict{Allowed: true, Rule: -1, Path: path}
 	}
+	// A method is read as sent and upper-cased (as Django and Werkzeug
+	// read it): "delete" is no way past a rule that denies DELETE.
+	methods := []string{method}
+	if u := strings.ToUpper(method); u != method {
+		methods = append(methods, u)
+	}
 	var first Verdict
-	for i, p := range readings(path) {
-		v := r.decide(method, p)
-		if i == 0 {
-			first = v
-		}
-		if v.Denied {
-			v.Allowed = r.Mode == Report
-			return v
+	for j, m := range methods {
+		for i, p := range readings(path) {
+			v := r.decide(m, p)
+			if i == 0 && j == 0 {
+				first = v
+			}
+			if v.Denied {
+				v.Allowed = r.Mode == Report
+				return v
+			}
 		}
 	}
 	first.Allowed = true

@@ -38,6 +38,11 @@ func TestDecide(t *testing.T) {
 		{"POST", "/v1/a/b/completions", true, "default"},
 		{"POST", "/v1/embeddings", false, "rule 4"},
 		{"DELETE", "/public/x", true, "rule 2"},
+		// A method in another case is the same method to origins that
+		// read it so (Django, Werkzeug upper-case it).
+		{"delete", "/public/x", true, "rule 2"},
+		{"Delete", "/public/x", true, "rule 2"},
+		{"get", "/v1/models", true, "default"}, // allowed only as GET
 		{"PUT", "/public/x", false, "rule 5"},
 		{"PUT", "/public", true, "default"},
 		// Readings: each of these reaches /v1/admin/x on a lenient origin.

@@ -3,8 +3,10 @@ package policy
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -35,9 +37,13 @@ type Secrets struct {
 	// Logger receives what happened to a Secret; nil discards it.
 	Logger *slog.Logger
 
+	// The credentials are held weakly: a credential no compiled policy
+	// holds any more is collected, and its entries go at the next
+	// Credential call, so what tenants' policy edits leave behind (header
+	// names, schemes) is not kept.
 	mu      sync.Mutex
-	creds   map[string]*intercept.Credential // by credKey
-	watches map[string]*secretWatch          // by namespace/name
+	creds   map[string]weak.Pointer[intercept.Credential] // by credKey
+	watches map[string]*secretWatch                       // by namespace/name
 }
 
 type secretWatch struct {
@@ -46,8 +52,28 @@ type secretWatch struct {
 }
 
 type boundCredential struct {
-	c    *intercept.Credential
+	c    weak.Pointer[intercept.Credential]
 	keys []string
+}
+
+// held counts the credentials still held (for tests).
+func (s *Secrets) held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prune()
+	return len(s.creds)
+}
+
+// prune drops the entries of collected credentials (s.mu is held).
+func (s *Secrets) prune() {
+	for k, wp := range s.creds {
+		if wp.Value() == nil {
+			delete(s.creds, k)
+		}
+	}
+	for _, w := range s.watches {
+		w.creds = slices.DeleteFunc(w.creds, func(b boundCredential) bool { return b.c.Value() == nil })
+	}
 }
 
 // Granted reports whether the configuration grants namespace/name.
@@ -72,7 +98,7 @@ func (s *Secrets) Credential(spec intercept.CredentialSpec, namespace, name stri
 	key := strings.Join(append([]string{ref, strings.ToLower(spec.Scheme), strings.ToLower(spec.Header)}, keys...), "\x00")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.creds[key]; c != nil {
+	if c := s.creds[key].Value(); c != nil {
 		return c, nil
 	}
 	c, err := intercept.NewCredential(spec, "")
@@ -80,19 +106,20 @@ func (s *Secrets) Credential(spec intercept.CredentialSpec, namespace, name stri
 		return nil, err
 	}
 	if s.creds == nil {
-		s.creds, s.watches = map[string]*intercept.Credential{}, map[string]*secretWatch{}
+		s.creds, s.watches = map[string]weak.Pointer[intercept.Credential]{}, map[string]*secretWatch{}
 	}
-	s.creds[key] = c
+	s.prune()
+	s.creds[key] = weak.Make(c)
 	w := s.watches[ref]
 	if w == nil {
 		w = &secretWatch{}
 		s.watches[ref] = w
 		s.watch(namespace, name)
 	}
-	b := boundCredential{c: c, keys: keys}
+	b := boundCredential{c: weak.Make(c), keys: keys}
 	w.creds = append(w.creds, b)
 	if w.data != nil {
-		s.apply(ref, w.data, b)
+		s.apply(ref, w.data, c, keys)
 	}
 	return c, nil
 }
@@ -143,30 +170,34 @@ func (s *Secrets) update(ref string, obj any) {
 	if data == nil {
 		s.logger().Warn("intercept credential Secret deleted: its credentials are unloaded, and their requests refused", "secret", ref)
 		for _, b := range w.creds {
-			b.c.Clear()
+			if c := b.c.Value(); c != nil {
+				c.Clear()
+			}
 		}
 		return
 	}
 	for _, b := range w.creds {
-		s.apply(ref, data, b)
+		if c := b.c.Value(); c != nil {
+			s.apply(ref, data, c, b.keys)
+		}
 	}
 }
 
 // apply sets one credential from a Secret's data (s.mu is held).
-func (s *Secrets) apply(ref string, data map[string][]byte, b boundCredential) {
-	parts := make([][]byte, len(b.keys))
-	for i, k := range b.keys {
+func (s *Secrets) apply(ref string, data map[string][]byte, c *intercept.Credential, keys []string) {
+	parts := make([][]byte, len(keys))
+	for i, k := range keys {
 		v, ok := data[k]
 		if !ok {
 			s.logger().Error("intercept credential Secret has no such key: the credential is unloaded, and its requests refused", "secret", ref, "key", k)
-			b.c.Clear()
+			c.Clear()
 			return
 		}
 		parts[i] = v
 	}
-	if err := b.c.Set(parts); err != nil {
+	if err := c.Set(parts); err != nil {
 		s.logger().Error("intercept credential not reloaded; the previous value stays in force", "error", err.Error())
 		return
 	}
-	s.logger().Info("intercept credential loaded", "credential", b.c.Name, "header", b.c.Header)
+	s.logger().Info("intercept credential loaded", "credential", c.Name, "header", c.Header)
 }

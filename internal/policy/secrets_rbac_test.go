@@ -2,7 +2,10 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +96,46 @@ func TestSecretGrantRBAC(t *testing.T) {
 	if denied.Loaded() {
 		t.Error("a Secret the Role does not name was loaded")
 	}
+}
+
+// TestSecretsHoldOnlyLiveCredentials: credentials that no compiled policy
+// holds any more (a tenant editing header names over and over) are not
+// kept by the gateway's Secret reader; one still held is, and keeps
+// following its Secret.
+func TestSecretsHoldOnlyLiveCredentials(t *testing.T) {
+	c := requireCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns := c.Namespace(t, "icpt-held", nil)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "k"}, Data: map[string][]byte{"token": []byte("v1")}}
+	if _, err := c.Clientset.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := &policy.Secrets{Client: c.Clientset, Context: ctx, Grants: func() []string { return []string{ns + "/k"} }}
+	mk := func(header string) *intercept.Credential {
+		cr, err := store.Credential(intercept.CredentialSpec{Name: ns + "/k", Scheme: "raw", Header: header, Files: []string{"Secret " + ns + "/k key token"}}, ns, "k", []string{"token"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cr
+	}
+	live := mk("x-live")
+	for i := range 200 {
+		mk(fmt.Sprintf("x-edit-%d", i))
+	}
+	if again := mk("x-live"); again != live {
+		t.Error("an equal spec got a second credential")
+	}
+	eventually(t, 10*time.Second, "the dropped credentials collected", func() bool {
+		runtime.GC()
+		return policy.SecretsHeld(store) == 1
+	})
+	s.Data["token"] = []byte("v2")
+	if _, err := c.Clientset.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the live credential follows its Secret", func() bool {
+		h := http.Header{}
+		return live.Apply(h) == nil && h.Get("X-Live") == "v2"
+	})
 }

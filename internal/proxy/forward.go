@@ -77,6 +77,15 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	if e != nil {
 		return cc.fail(req, ev, e, false)
 	}
+	if site := s.interceptSite(ev, a); site != nil {
+		// An interception site's rules and credential hold inside its
+		// tunnels only: a request forwarded in absolute form would reach
+		// its origin past them.
+		a.lease.end()
+		ev.site = site.Name
+		return cc.fail(req, ev, &proxystatus.Error{Type: proxystatus.HTTPRequestDenied,
+			Detail: a.dest.Host + " is intercepted (its method/path rules and credentials): reach it through a CONNECT tunnel (an https:// URL), not a request in absolute form"}, false)
+	}
 	x.lease.take(&a.lease)
 	x.st, x.dest, x.breaker, x.Pin = a.st, a.dest, a.breaker, a.pin
 	x.Idempotent = http1.Idempotent(req)

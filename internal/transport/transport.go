@@ -53,12 +53,10 @@ type Transport struct {
 	OriginTLS *tls.Config
 
 	idle *http1.Pool[Key]
-	// dialTCP: Dial is DialTCP. DialAddrs then dials the address as a
-	// netip.AddrPort (net.Dialer.DialTCP: no "ip:port" to format and parse
-	// again, no resolver), and a connect is bounded by its context's
-	// deadline on the socket itself, so a dial's timeout needs no timer of
-	// its own (DialAddrsWithin).
-	dialTCP bool
+	// socketDeadline: Dial is DialTCP, which bounds a connect by its
+	// context's deadline on the socket itself (net.Dialer), so a dial's
+	// timeout needs no timer of its own (DialAddrsWithin).
+	socketDeadline bool
 }
 
 // New returns a transport that dials destinations with dial (nil:
@@ -69,7 +67,7 @@ func New(dial func(ctx context.Context, network, addr string) (net.Conn, error),
 	if dial == nil {
 		dial = DialTCP
 	}
-	return &Transport{Dial: dial, OriginTLS: originTLS, idle: http1.NewPool[Key](), dialTCP: deadline}
+	return &Transport{Dial: dial, OriginTLS: originTLS, idle: http1.NewPool[Key](), socketDeadline: deadline}
 }
 
 // Idle returns the idle connections kept.
@@ -107,19 +105,6 @@ func DialTCP(ctx context.Context, network, addr string) (net.Conn, error) {
 	return remoteDialer.DialContext(ctx, network, addr)
 }
 
-// dialAddrPort is DialTCP for an address already parsed.
-func dialAddrPort(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
-	d := remoteDialer
-	if ap.Addr().IsLoopback() {
-		d = loopbackDialer
-	}
-	c, err := d.DialTCP(ctx, "tcp", netip.AddrPort{}, ap)
-	if err != nil {
-		return nil, err // not a nil *net.TCPConn in an interface
-	}
-	return c, nil
-}
-
 // DialAddrs connects to dest (as named in errors) at one of addrs — the
 // addresses admission approved and the guard allowed, in order — on port,
 // within ctx: each address but the last gets a fair share of the time
@@ -134,14 +119,8 @@ func (t *Transport) DialAddrs(ctx context.Context, dest string, addrs []netip.Ad
 			share := time.Until(dl) / time.Duration(len(addrs)-i)
 			actx, cancel = context.WithTimeout(ctx, max(share, 500*time.Millisecond))
 		}
-		var c net.Conn
-		var err error
-		if t.dialTCP {
-			c, err = dialAddrPort(actx, netip.AddrPortFrom(a, port))
-		} else {
-			// One allocation for "ip:port" ("[ip%zone]:port" for IPv6).
-			c, err = t.Dial(actx, "tcp", string(netip.AddrPortFrom(a, port).AppendTo(abuf[:0])))
-		}
+		// One allocation for "ip:port" ("[ip%zone]:port" for IPv6).
+		c, err := t.Dial(actx, "tcp", string(netip.AddrPortFrom(a, port).AppendTo(abuf[:0])))
 		cancel()
 		if err == nil {
 			return c, nil
@@ -177,7 +156,7 @@ func (t *Transport) DialAddrsWithin(ctx context.Context, timeout time.Duration, 
 	if timeout > 0 {
 		dl := time.Now().Add(timeout)
 		if cur, ok := ctx.Deadline(); !ok || dl.Before(cur) {
-			if t.dialTCP && ctx.Done() != nil {
+			if t.socketDeadline && ctx.Done() != nil {
 				ctx = deadlineCtx{Context: ctx, dl: dl}
 			} else {
 				var cancel context.CancelFunc

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"egret.io/egret/internal/proxystatus"
 )
 
 // Defaults of Engine's zero fields.
@@ -186,7 +188,8 @@ type Result struct {
 // HandshakeError is a client handshake egret did not complete.
 type HandshakeError struct {
 	// Reason is a closed set: sni_mismatch, bad_name, no_leaf, exempt_refused,
-	// client_rejected_leaf, handshake_timeout, client_closed, tls_error.
+	// client_rejected_leaf, handshake_timeout, client_closed, plain_http,
+	// not_tls, tls_error.
 	Reason string
 	// Hint says what to do, when there is something to do.
 	Hint string
@@ -216,6 +219,27 @@ func (e *Engine) Serve(ctx context.Context, client net.Conn, t *Tunnel) (Result,
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { client.Close() })
 	defer stop()
+
+	// The first byte says whether the client speaks TLS at all: plain HTTP
+	// in a tunnel to a site (Node's fetch tunnels http:// URLs through
+	// CONNECT) gets an answer it can read, never the origin past the
+	// site's rules and credentials.
+	client.SetDeadline(time.Now().Add(e.handshakeTimeout()))
+	var first [1]byte
+	if _, err := io.ReadFull(client, first[:]); err != nil {
+		he := &HandshakeError{Err: err}
+		classifyHandshake(he, t)
+		e.stats.handshakeFailed(he.Reason)
+		client.Close()
+		return res, he
+	}
+	client = &replayConn{Conn: client, buf: first[:]}
+	if first[0] != 0x16 { // not a TLS handshake record
+		he := refuseCleartext(client, t, first[0])
+		e.stats.handshakeFailed(he.Reason)
+		client.Close()
+		return res, he
+	}
 
 	s := newSession(e, t)
 	defer s.close()
@@ -295,6 +319,20 @@ func (e *Engine) Serve(ctx context.Context, client net.Conn, t *Tunnel) (Result,
 	tc.Close()
 	res.Requests = s.requests.Load()
 	return res, nil
+}
+
+// refuseCleartext answers a client that sent first (not a TLS record) in a
+// tunnel to a site: plain HTTP gets a 403 naming the fix, anything else
+// only the close.
+func refuseCleartext(client net.Conn, t *Tunnel, first byte) *HandshakeError {
+	if first < 'A' || first > 'Z' {
+		return &HandshakeError{Reason: "not_tls", Err: errors.New("the client sent neither TLS nor HTTP"),
+			Hint: t.Host + " is intercepted: egret serves it only over TLS"}
+	}
+	detail := t.Host + " is intercepted (its method/path rules and credentials): egret serves it only over TLS; use an https:// URL"
+	proxystatus.WriteRaw(client, &proxystatus.Error{Type: proxystatus.HTTPRequestDenied, Status: 403, Detail: detail}, true)
+	return &HandshakeError{Reason: "plain_http", Err: errors.New("plain HTTP in a tunnel to an intercepted site"),
+		Hint: "use an https:// URL for " + t.Host}
 }
 
 // classifyHandshake fills Reason and Hint from what the handshake said.

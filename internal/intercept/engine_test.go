@@ -610,3 +610,55 @@ func TestExemptNameMustBeTheTarget(t *testing.T) {
 		t.Errorf("result %+v, error %v: want sni_mismatch, no passthrough", r.res, r.err)
 	}
 }
+
+// TestPlainHTTPInTunnelRefused: plain HTTP in a tunnel to a site (Node's
+// fetch tunnels http:// URLs) gets a 403 naming the fix, not a TLS error,
+// and never reaches the origin; bytes that are neither TLS nor HTTP only
+// close the tunnel.
+func TestPlainHTTPInTunnelRefused(t *testing.T) {
+	l := newLab(t)
+	l.origin("api.example.test", nil, nil)
+	open := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", l.front)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "CONNECT api.example.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", port(l, "api.example.test"))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatal(resp, err)
+		}
+		return c, br
+	}
+	c, br := open()
+	fmt.Fprintf(c, "GET /v1/secret HTTP/1.1\r\nHost: api.example.test\r\nAuthorization: Bearer pod-own\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || !strings.Contains(resp.Header.Get("Proxy-Status"), "http_request_denied") ||
+		!strings.Contains(string(body), "https://") {
+		t.Errorf("plain HTTP in the tunnel: %d %q %q, want 403 http_request_denied naming https://", resp.StatusCode, resp.Header.Get("Proxy-Status"), body)
+	}
+	waitFor(t, func() bool { return len(l.tunnels()) == 1 })
+	var he *HandshakeError
+	if err := l.tunnels()[0].err; !errorsAs(err, &he) || he.Reason != "plain_http" {
+		t.Errorf("tunnel error %v, want plain_http", err)
+	}
+	if ev := l.logged(); len(ev) != 0 {
+		t.Errorf("the origin was asked %d requests", len(ev))
+	}
+
+	c, br = open()
+	c.Write([]byte{0x00, 0x01, 0x02})
+	if b, err := br.ReadByte(); err == nil {
+		t.Errorf("binary junk got an answer starting %q", b)
+	}
+	waitFor(t, func() bool { return len(l.tunnels()) == 2 })
+	if err := l.tunnels()[1].err; !errorsAs(err, &he) || he.Reason != "not_tls" {
+		t.Errorf("tunnel error %v, want not_tls", err)
+	}
+}

@@ -135,6 +135,8 @@ func FuzzH2Request(f *testing.F) {
 	f.Add("CONNECT", "", "evil.example:443", "", "", []byte(nil))
 	f.Add("GET", "*", "", "connection", "close", []byte(nil))
 	f.Add("DELETE", "/public/a", "other.example.test", ":path", "/v1/models", []byte("x"))
+	f.Add("delete", "/public/a", "api.example.test", "host", "other.example.test", []byte(nil))
+	f.Add("GET", "/v1/models", "api.example.test", "host", "internal.example.test", []byte(nil))
 	r := newH2Rig(f)
 	var id int
 	f.Fuzz(func(t *testing.T, method, path, authority, name, value string, body []byte) {

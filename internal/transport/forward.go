@@ -148,7 +148,11 @@ func (r *Request) tryMember(p *upstream.Pool, m *upstream.Member, cred *credenti
 		if r.Pin != "" {
 			addr = r.Pin
 		}
-		resp, err = r.attempt(Key{Member: m, Scheme: r.Scheme, Addr: addr, Identity: id}, p, "")
+		k := Key{Member: m, Scheme: r.Scheme, Addr: addr, Identity: id}
+		if r.Pin != "" && r.Scheme == "https" {
+			k.Host = r.DestHost // verified for this name only
+		}
+		resp, err = r.attempt(k, p, "")
 	} else {
 		auth := ""
 		if id == nil {

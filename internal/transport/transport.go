@@ -29,6 +29,10 @@ type Key struct {
 	// Addr is the origin's host:port (or the approved address a member is
 	// asked for); "" with Scheme "".
 	Addr string
+	// Host is the name an https connection to a pinned Addr (an address)
+	// verified the origin's certificate for: the connection carries only
+	// requests for that name. "" otherwise (Addr names the origin).
+	Host string
 	// Identity is whose credential authenticated the connection: the
 	// client connection a connection through an NTLM or Negotiate member
 	// was authenticated for. Such a connection carries only that client's

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -337,6 +338,21 @@ func TestRuntimesEnvAndTrust(t *testing.T) {
 		if rs := restarts(p); rs != 0 {
 			t.Errorf("the pod restarted %d times", rs)
 		}
+		// The pod still holds the old bundle's stamp: the drift report
+		// names it stale in part trust (its Go, Node.js, JVM and Ruby
+		// processes started before the rotation keep the old CA).
+		var last string
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(3 * time.Second) {
+			b, err := exec.Command(n.Egret, "pods", "--stale", "-n", ns, "--kubeconfig", n.Kubeconfig).CombinedOutput()
+			last = string(b)
+			if err == nil && regexp.MustCompile(`(?m)^\S*\s*clients\s.*trust`).MatchString(last) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("egret pods --stale does not name the pod clients stale in part trust after the rotation: %v\n%s", err, last)
+			}
+		}
+		t.Logf("egret pods --stale:\n%s", last)
 	})
 }
 

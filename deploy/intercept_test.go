@@ -11,11 +11,14 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"egret.io/egret/internal/config"
 	"egret.io/egret/internal/testutil"
@@ -89,7 +92,7 @@ func checkIntercept(t *testing.T, objs []*unstructured.Unstructured, ns string) 
 func TestInterceptComponent(t *testing.T) {
 	objs, _ := render(t, "overlays/intercept")
 	checkIntercept(t, objs, "egret-system")
-	h := helmTemplate(t, "proxy-infra", "policy.enabled=true", "trust.enabled=true", "intercept.enabled=true", "intercept.secrets={shop/openai}")
+	h := helmTemplateValues(t, "egret", "proxy-infra", docBlock(t, "Helm (`deploy/helm/egret`"))
 	checkIntercept(t, h, "proxy-infra")
 	if r := find(h, "Role", "egret-gateway-credentials"); r == nil || r.GetNamespace() != "shop" {
 		t.Errorf("no Role for the grant in shop: %v", r)
@@ -132,7 +135,7 @@ func TestInterceptRBAC(t *testing.T) {
 		objs     []*unstructured.Unstructured
 	}{
 		{"kustomize", "egret-system", func() []*unstructured.Unstructured { o, _ := render(t, "overlays/intercept"); return o }()},
-		{"helm", "proxy-infra", helmTemplate(t, "proxy-infra", "policy.enabled=true", "trust.enabled=true", "intercept.enabled=true", "intercept.secrets={shop/openai}")},
+		{"helm", "proxy-infra", helmTemplateValues(t, "egret", "proxy-infra", docBlock(t, "Helm (`deploy/helm/egret`"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			applyRelease(t, c, tc.objs)
@@ -177,4 +180,57 @@ func helmCmd(t *testing.T, args ...string) *exec.Cmd {
 	cmd := exec.Command(testutil.CachedTool(t, "helm"), args...)
 	cmd.Env = []string{"HOME=" + t.TempDir()}
 	return cmd
+}
+
+// docBlock is the first fenced block of docs/interception.md after mark.
+func docBlock(t *testing.T, mark string) string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/interception.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, mark)
+	if i < 0 {
+		t.Fatalf("docs/interception.md lacks %q", mark)
+	}
+	s = s[i:]
+	s = s[strings.Index(s, "```yaml\n")+len("```yaml\n"):]
+	return s[:strings.Index(s, "```")]
+}
+
+// TestInterceptDocGrant: the Role and RoleBinding docs/interception.md
+// shows (and internal/policy's TestSecretGrantRBAC applies) are the grant
+// overlays/intercept ships.
+func TestInterceptDocGrant(t *testing.T) {
+	docs := strings.Split(docBlock(t, "The chart's\n`intercept.secrets: [shop/openai]`"), "\n---\n")
+	var role, shippedRole rbacv1.Role
+	var binding, shippedBinding rbacv1.RoleBinding
+	if len(docs) != 2 {
+		t.Fatalf("docs/interception.md's grant: %d documents", len(docs))
+	}
+	if err := sigsyaml.UnmarshalStrict([]byte(docs[0]), &role); err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.UnmarshalStrict([]byte(docs[1]), &binding); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("overlays/intercept/secret-grant.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := strings.Split(string(b), "\n---\n")
+	if err := sigsyaml.UnmarshalStrict([]byte(shipped[0]), &shippedRole); err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.UnmarshalStrict([]byte(shipped[1]), &shippedBinding); err != nil {
+		t.Fatal(err)
+	}
+	if role.Name != shippedRole.Name || role.Namespace != shippedRole.Namespace || !equality.Semantic.DeepEqual(role.Rules, shippedRole.Rules) {
+		t.Errorf("docs' Role %+v, shipped %+v", role, shippedRole)
+	}
+	if binding.Name != shippedBinding.Name || binding.Namespace != shippedBinding.Namespace ||
+		!equality.Semantic.DeepEqual(binding.RoleRef, shippedBinding.RoleRef) || !equality.Semantic.DeepEqual(binding.Subjects, shippedBinding.Subjects) {
+		t.Errorf("docs' RoleBinding %+v, shipped %+v", binding, shippedBinding)
+	}
 }

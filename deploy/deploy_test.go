@@ -34,7 +34,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 
-var kustomizations = []string{"base", "overlays/default", "overlays/monitoring", "overlays/cert-manager", "overlays/trust", "overlays/policy", "overlays/other-namespace"}
+var kustomizations = []string{"base", "overlays/default", "overlays/monitoring", "overlays/cert-manager", "overlays/trust", "overlays/policy", "overlays/intercept", "overlays/other-namespace"}
 
 // render runs kustomize (the Go API, as `kustomize build` does) on dir.
 func render(t *testing.T, dir string) ([]*unstructured.Unstructured, []byte) {

@@ -125,6 +125,7 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		{"overlays/cert-manager", []string{"certManager.enabled=true"}},
 		{"overlays/trust", []string{"trust.enabled=true"}},
 		{"overlays/policy", []string{"policy.enabled=true"}},
+		{"overlays/intercept", []string{"policy.enabled=true", "trust.enabled=true", "intercept.enabled=true", "intercept.secrets={shop/openai}"}},
 	} {
 		t.Run(strings.ReplaceAll(tc.overlay, "/", "-"), func(t *testing.T) {
 			k, _ := render(t, tc.overlay)

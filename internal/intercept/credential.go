@@ -230,13 +230,48 @@ func (c *Credential) String() string {
 var errNotLoaded = errors.New("the credential has not been loaded")
 
 // Apply removes every value the client sent for the header and sets egret's.
+// A header whose name differs only in case or in '_' for '-' (X_Api_Key
+// beside X-Api-Key) goes too: CGI and WSGI servers map both spellings to
+// one variable, and which one wins is the server's choice, not egret's.
 func (c *Credential) Apply(h http.Header) error {
 	v := c.val.Load()
 	if v == nil {
 		return errNotLoaded
 	}
+	for k := range h {
+		if k != c.Header && sameHeaderVariable(k, c.Header) {
+			delete(h, k)
+		}
+	}
 	h[c.Header] = []string{string(*v)}
 	return nil
+}
+
+// sameHeaderVariable reports whether a and b name one CGI variable
+// (HTTP_X_API_KEY): equal but for case and '_' against '-'.
+func sameHeaderVariable(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // value builds the header value from the files' contents. Errors name the

@@ -61,7 +61,7 @@ func TestInjectsCredential(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := l.client(tc.h2)
 			resp, s := get(t, c, "POST", "https://api.example.test:"+port(l, "api.example.test")+"/v1/chat?stream=true&key=q",
-				map[string]string{"Authorization": "Bearer " + clientToken, "X-Api-Key": "client-key", "X-Other": "kept"}, strings.NewReader("hello"))
+				map[string]string{"Authorization": "Bearer " + clientToken, "X-Api-Key": "client-key", "X_Api_Key": "smuggled", "X-Other": "kept"}, strings.NewReader("hello"))
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
@@ -73,6 +73,11 @@ func TestInjectsCredential(t *testing.T) {
 			}
 			if got := s.Headers["X-Api-Key"]; len(got) != 1 || got[0] != injectedKey {
 				t.Errorf("origin saw x-api-key %q", got)
+			}
+			for k, v := range s.Headers {
+				if k != "X-Api-Key" && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), "X-Api-Key") {
+					t.Errorf("origin saw %s: %q beside the injected X-Api-Key (a CGI server reads both as HTTP_X_API_KEY)", k, v)
+				}
 			}
 			if s.Headers["X-Other"][0] != "kept" || s.Body != 5 || s.Path != "/v1/chat" || s.Query != "stream=true&key=q" {
 				t.Errorf("origin saw %+v", s)

@@ -90,7 +90,7 @@ func hasPrefixWord(base string, names []string) bool {
 
 // detectRuntimes guesses the runtimes in a container from its image name,
 // its command and arguments, and JVM-specific variables.
-func detectRuntimes(c *corev1.Container, env *environment) runtimeSet {
+func detectRuntimes(c *corev1.Container, env *environment, injected bool) runtimeSet {
 	var s runtimeSet
 	base := imageBase(c.Image)
 	if hasPrefixWord(base, jvmImages) {
@@ -119,6 +119,9 @@ func detectRuntimes(c *corev1.Container, env *environment) runtimeSet {
 		}
 	}
 	for _, name := range env.order {
+		if injected && (name == "JAVA_TOOL_OPTIONS" || name == "NODE_USE_ENV_PROXY") {
+			continue // egret's webhook adds them to every container
+		}
 		if strings.HasPrefix(name, "JAVA_") || name == "JDK_JAVA_OPTIONS" || name == "_JAVA_OPTIONS" || name == "JVM_OPTS" || name == "CATALINA_OPTS" {
 			s |= runtimeSet(rtJVM)
 		}

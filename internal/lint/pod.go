@@ -91,6 +91,11 @@ type PodInput struct {
 // object or pod.
 const IgnoreAnnotation = "lint.egret.io/ignore"
 
+// InjectedAnnotation marks a pod egret's webhook injected (its value is the
+// mode). The variables the webhook adds to every container of such a pod
+// (NODE_USE_ENV_PROXY, JAVA_TOOL_OPTIONS) say nothing about what runs in it.
+const InjectedAnnotation = "egret.io/injected"
+
 // CheckPod runs every pod rule on one pod and returns the findings, sorted by
 // field path then rule. File and Line are left empty. CheckPod is safe for
 // concurrent use.

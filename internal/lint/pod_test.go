@@ -255,7 +255,7 @@ func TestImageDetection(t *testing.T) {
 	} {
 		t.Run(strings.NewReplacer("/", "-", ":", "-", "@", "-").Replace(tc.image), func(t *testing.T) {
 			c := &corev1.Container{Image: tc.image}
-			got := detectRuntimes(c, &environment{vars: map[string]*envVar{}}).has(tc.want)
+			got := detectRuntimes(c, &environment{vars: map[string]*envVar{}}, false).has(tc.want)
 			if got == tc.not {
 				t.Errorf("detectRuntimes(%q).has(%d) = %v", tc.image, tc.want, got)
 			}

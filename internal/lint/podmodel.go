@@ -51,13 +51,14 @@ func newPod(in PodInput) *pod {
 	if base == "" {
 		base = "spec"
 	}
+	injected := in.Annotations[InjectedAnnotation] != ""
 	add := func(list string, cs []corev1.Container) {
 		for i := range cs {
 			c := &cs[i]
 			ct := &container{c: c, index: i, list: list, field: fmt.Sprintf("%s.%s[%d]", base, list, i)}
 			ct.native = list == "initContainers" && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 			ct.env = buildEnv(c, ct.field, p.ns, in.Resolver, &p.refs)
-			ct.runtimes = detectRuntimes(c, ct.env)
+			ct.runtimes = detectRuntimes(c, ct.env, injected)
 			ct.proxy = detectProxy(c)
 			p.containers = append(p.containers, ct)
 		}

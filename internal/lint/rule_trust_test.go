@@ -138,3 +138,32 @@ spec:
 		})
 	}
 }
+
+// TestInjectedVarsAreNotRuntimes: in a pod egret injected, the variables
+// the webhook adds to every container (NODE_USE_ENV_PROXY, JAVA_TOOL_OPTIONS)
+// do not make a curl container a Node.js or JVM one (the real node's lint of
+// an injected curl container named "go, node, java"); in a pod egret did not
+// inject they still count.
+func TestInjectedVarsAreNotRuntimes(t *testing.T) {
+	cl := Cluster{InterceptingProxies: []string{"proxy.corp:3128"}}
+	vars := env("HTTPS_PROXY", "http://proxy.corp:3128", "https_proxy", "http://proxy.corp:3128", "NO_PROXY", goodNP, "no_proxy", goodNP,
+		"NODE_USE_ENV_PROXY", "1", "JAVA_TOOL_OPTIONS", "-Dhttps.proxyHost=proxy.corp -Dhttps.proxyPort=3128")
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "curlimages/curl:8.11.0", Env: vars}}}
+	for _, tc := range []struct {
+		ann  map[string]string
+		want string
+	}{
+		{map[string]string{InjectedAnnotation: "gateway"}, "go, curl in this container"},
+		{nil, "go, node, java, curl in this container"},
+	} {
+		var got []string
+		for _, f := range CheckPod(PodInput{Object: ObjectRef{Kind: "Pod", Name: "x"}, Spec: spec, Cluster: cl, Annotations: tc.ann}) {
+			if f.Rule == idTLSCAMissing {
+				got = append(got, f.Message)
+			}
+		}
+		if len(got) != 1 || !strings.Contains(got[0], tc.want) {
+			t.Errorf("annotations %v: findings %q, want %q", tc.ann, got, tc.want)
+		}
+	}
+}

@@ -207,8 +207,8 @@ func (c *TrustController) build(ctx context.Context) (*built, error) {
 // not there (yet: the gateway publishes it once it has loaded its CA; or
 // deleted) adds none — the corporate CAs still reach the pods, and
 // intercepted connections are refused by clients that do not trust the
-// leaf, never accepted on a CA egret was not given; one that does not
-// parse keeps the last bundle.
+// leaf, never accepted on a CA egret was not given; so does an empty one;
+// one that does not parse keeps the last bundle.
 func (c *TrustController) interceptCerts(ctx context.Context) ([]*x509.Certificate, error) {
 	p := c.Policy
 	var cm corev1.ConfigMap
@@ -219,6 +219,11 @@ func (c *TrustController) interceptCerts(ctx context.Context) ([]*x509.Certifica
 	what := "the interception CA's ConfigMap " + p.InterceptNamespace + "/" + p.InterceptName
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	// The install creates it empty (the gateway may update it but not
+	// create one): nothing published yet, like no ConfigMap.
+	if len(cm.Data) == 0 && len(cm.BinaryData) == 0 {
+		return nil, nil
 	}
 	data := map[string][]byte{}
 	for k, v := range cm.BinaryData {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"egret.io/egret/internal/lint"
 )
 
 // Annotations and labels egret reads on pods and namespaces.
@@ -24,7 +26,7 @@ const (
 	// namespace.
 	ValidationAnnotation = "egret.io/validation"
 	// InjectedAnnotation records the mode egret injected.
-	InjectedAnnotation = "egret.io/injected"
+	InjectedAnnotation = lint.InjectedAnnotation
 )
 
 // Names of the containers egret adds.

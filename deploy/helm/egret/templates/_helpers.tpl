@@ -106,3 +106,17 @@ imagePullSecrets:
   {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The gateway configuration's intercept section (intercept.enabled). */}}
+{{- define "egret.interceptConfig" -}}
+intercept:
+  ca_dir: /var/run/secrets/egret/intercept-ca
+  secrets: {{ .Values.intercept.secrets | toJson }}
+  {{- with .Values.intercept.publishConfigMap }}
+  publish_configmap: {{ $.Release.Namespace }}/{{ . }}
+  {{- end }}
+  {{- with .Values.intercept.sites }}
+  sites:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}

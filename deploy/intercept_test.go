@@ -2,12 +2,14 @@ package deploy
 
 import (
 	"context"
+	"crypto/x509"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,13 +18,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"egret.io/egret/internal/config"
+	"egret.io/egret/internal/policy"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/kubetest"
+	"egret.io/egret/internal/testutil/tlslab"
 )
 
 // checkIntercept: the gateway of a rendering mounts the CA Secret, reads
@@ -171,6 +177,31 @@ func TestInterceptRBAC(t *testing.T) {
 				if got := can(q.ns, q.verb, q.resource, q.name); got != q.want {
 					t.Errorf("%s can %s %s %s/%s: %v, want %v", user, q.verb, q.resource, q.ns, q.name, got, q.want)
 				}
+			}
+			// The gateway's CA publisher, as the gateway's service account,
+			// fills the installed ConfigMap; applying the install again
+			// leaves what it wrote.
+			cfg := rest.CopyConfig(kc.Config)
+			cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + tc.ns, "system:authenticated"}}
+			pctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			pub := &policy.CAPublisher{Client: kubernetes.NewForConfigOrDie(cfg), Namespace: tc.ns, Name: "egret-intercept-ca", Retry: 100 * time.Millisecond}
+			pub.Start(pctx)
+			ca := tlslab.NewCA(t, "egret interception CA")
+			pub.Publish([]*x509.Certificate{ca.Cert})
+			want := policy.CABundle([]*x509.Certificate{ca.Cert})
+			published := func() bool {
+				cm, err := cs.CoreV1().ConfigMaps(tc.ns).Get(ctx, "egret-intercept-ca", metav1.GetOptions{})
+				return err == nil && cm.Data[policy.CAConfigMapKey] == want
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return published(), nil }); err != nil {
+				t.Fatal("the gateway's publisher did not fill the CA ConfigMap with the shipped RBAC")
+			}
+			cancel()
+			applyAll(t, c, tc.objs, "", false)
+			if !published() {
+				t.Error("applying the install again emptied the published CA ConfigMap")
 			}
 		})
 	}

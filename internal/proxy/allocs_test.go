@@ -18,12 +18,12 @@ import (
 // lowers the ceiling with it.
 const (
 	// maxForwardAllocs bounds one keep-alive GET forwarded direct to a
-	// kept-alive origin (28 now).
-	maxForwardAllocs = 32
+	// kept-alive origin (27 now).
+	maxForwardAllocs = 30
 	// maxConnectAllocs bounds one CONNECT tunnel from the client's dial
-	// to the origin's close, one request through it (122 now, of which
+	// to the origin's close, one request through it (98 now, of which
 	// the test's client and origin take about 30).
-	maxConnectAllocs = 132
+	maxConnectAllocs = 104
 )
 
 func TestAllocsForward(t *testing.T) {

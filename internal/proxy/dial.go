@@ -116,7 +116,7 @@ func (s *Server) countUpstreamErr(pool string, err error) {
 	s.m.UpstreamErrors.WithLabelValues(pool, pe.Upstream, string(pe.Type)).Inc()
 }
 
-// dialDirect connects to dest — the transport dials (DialAddrs), trying
+// dialDirect connects to dest — the transport dials (DialAddrsWithin), trying
 // its addresses in order within the dial timeout: the address of an IP literal (or a transparent
 // connection's original address), else the addresses dec approved
 // (route.Decision.Addrs: the judged answer, never resolved again), else —
@@ -127,17 +127,20 @@ func (s *Server) countUpstreamErr(pool string, err error) {
 // and when none is, the refusal names the first address and why.
 func (s *Server) dialDirect(ctx context.Context, st *State, dest route.Dest, dec route.Decision) (net.Conn, error) {
 	addrs := dec.Addrs
-	if d := s.opts.Timeouts.Dial; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
+	timeout := s.opts.Timeouts.Dial
 	switch {
 	case dest.Addr.IsValid():
 		addrs = []netip.Addr{dest.Addr}
 	case len(addrs) == 0 && dec.ResolveErr != nil:
 		return nil, lookupErr(dest.Host, dec.ResolveErr)
 	case len(addrs) == 0:
+		// The lookup and the connect share the dial timeout.
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+			timeout = 0
+		}
 		var err error
 		addrs, err = s.lookup(ctx, dest.Host)
 		if err != nil {
@@ -148,7 +151,9 @@ func (s *Server) dialDirect(ctx context.Context, st *State, dest route.Dest, dec
 	if len(addrs) == 0 {
 		return nil, refused
 	}
-	return s.tr.DialAddrs(ctx, dest.String(), addrs, dest.Port)
+	// The usual case, addresses at hand: the transport bounds the connect
+	// without a timer (DialAddrsWithin).
+	return s.tr.DialAddrsWithin(ctx, timeout, dest.String(), addrs, dest.Port)
 }
 
 // dialable returns the addresses of dest that may be dialled: not egret's

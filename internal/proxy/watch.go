@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"egret.io/egret/internal/transport"
@@ -86,11 +87,14 @@ func (w *clientWatch) stop() ([]byte, bool) {
 // without a context or a timer of its own. A connection has one, reused by
 // each request and tunnel it carries, and a client that goes away cancels
 // the connection's context (the connection ends with it), so a watch
-// costs no allocation but its done channel.
+// allocates nothing after the connection's first.
 type connWatch struct {
-	cc        *clientConn
-	timer     *time.Timer
-	done      chan struct{}
+	cc    *clientConn
+	timer *time.Timer
+	// running is the watch begun by the timer (run), or the watch armed
+	// whose timer stop stopped: stop waits for it. (A WaitGroup, not a
+	// channel per watch: nothing to allocate.)
+	running   sync.WaitGroup
 	gone      bool
 	interrupt func()
 	stopFn    func() ([]byte, bool) // stop, bound once
@@ -101,7 +105,7 @@ type connWatch struct {
 func (cc *clientConn) watchClient(interrupt func()) (context.Context, func() ([]byte, bool)) {
 	w := &cc.w
 	w.interrupt, w.gone = interrupt, false
-	w.done = make(chan struct{})
+	w.running.Add(1)
 	if w.timer == nil {
 		w.cc, w.stopFn = cc, w.stop
 		w.timer = time.AfterFunc(watchDelay, w.run)
@@ -112,7 +116,7 @@ func (cc *clientConn) watchClient(interrupt func()) (context.Context, func() ([]
 }
 
 func (w *connWatch) run() {
-	defer close(w.done)
+	defer w.running.Done()
 	if err := w.cc.peekByte(); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		w.gone = true
 		w.cc.cancel() // the client is gone: so is the connection
@@ -125,10 +129,11 @@ func (w *connWatch) run() {
 // stop ends the watch and reports whether the client went away.
 func (w *connWatch) stop() ([]byte, bool) {
 	if w.timer.Stop() {
+		w.running.Done()
 		return nil, false // it never started
 	}
 	w.cc.c.SetReadDeadline(time.Unix(1, 0)) // in the past: the read returns
-	<-w.done
+	w.running.Wait()
 	w.cc.c.SetReadDeadline(time.Time{})
 	return nil, w.gone
 }

@@ -328,13 +328,29 @@ func closeWrite(c net.Conn) bool {
 type waiter struct {
 	conn net.Conn
 	rc   syscall.RawConn
+	// The raw read's state (wait_linux.go): one function, bound once in
+	// init, serves every tryRead and wait, so neither allocates a closure
+	// per call.
+	fn    func(fd uintptr) bool
+	mode  uint8  // what fn does: rawRead, rawWait, rawWaited
+	p     []byte // tryRead's buffer, during the call
+	n     int
+	errno error
 }
+
+// The modes of waiter.fn.
+const (
+	rawRead   uint8 = iota // read p into n, errno
+	rawWait                // report not ready once: wait in the poller
+	rawWaited              // the wait is over
+)
 
 func (w *waiter) init(c net.Conn) {
 	w.conn = c
 	if sc, ok := c.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil && rawReads {
 			w.rc = rc
+			w.fn = w.raw
 		}
 	}
 }

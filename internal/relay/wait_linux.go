@@ -27,14 +27,9 @@ func (w *waiter) wait(parkAfter time.Duration) (idle bool) {
 		armed = true
 		w.conn.SetReadDeadline(time.Now().Add(parkAfter))
 	}
-	waited := false
-	rerr := w.rc.Read(func(uintptr) bool {
-		if !waited {
-			waited = true
-			return false // wait in the poller until readable (or the deadline)
-		}
-		return true
-	})
+	w.mode = rawWait
+	rerr := w.rc.Read(w.fn)
+	w.mode = rawRead
 	if armed {
 		w.conn.SetReadDeadline(time.Time{})
 	}
@@ -45,15 +40,10 @@ func (w *waiter) wait(parkAfter time.Duration) (idle bool) {
 // when it has nothing (the caller waits instead). An end of stream is
 // io.EOF.
 func (w *waiter) tryRead(p []byte) (n int, err error, ok bool) {
-	var errno error
-	rerr := w.rc.Read(func(fd uintptr) bool {
-		for {
-			n, errno = unix.Read(int(fd), p)
-			if errno != unix.EINTR {
-				return true
-			}
-		}
-	})
+	w.p = p
+	rerr := w.rc.Read(w.fn)
+	n, errno := w.n, w.errno
+	w.p, w.errno = nil, nil // hold no buffer between calls
 	switch {
 	case rerr != nil:
 		return 0, rerr, true
@@ -65,4 +55,24 @@ func (w *waiter) tryRead(p []byte) (n int, err error, ok bool) {
 		return 0, io.EOF, true
 	}
 	return n, nil, true
+}
+
+// raw is the waiter's function for its RawConn's Read, bound once (fn):
+// in rawWait mode it reports "not ready" once, so Read waits in the poller
+// until the socket is readable (or the deadline), then "done"; in rawRead
+// mode it reads p without blocking.
+func (w *waiter) raw(fd uintptr) bool {
+	switch w.mode {
+	case rawWait:
+		w.mode = rawWaited
+		return false
+	case rawWaited:
+		return true
+	}
+	for {
+		w.n, w.errno = unix.Read(int(fd), w.p)
+		if w.errno != unix.EINTR {
+			return true
+		}
+	}
 }

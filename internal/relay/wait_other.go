@@ -8,6 +8,8 @@ const rawReads = false
 
 func (w *waiter) wait(parkAfter time.Duration) bool { return false }
 
+func (w *waiter) raw(uintptr) bool { return true }
+
 type parkResult int
 
 const (

@@ -53,16 +53,21 @@ type Transport struct {
 	OriginTLS *tls.Config
 
 	idle *http1.Pool[Key]
+	// socketDeadline: Dial is DialTCP, which bounds a connect by its
+	// context's deadline on the socket itself (net.Dialer), so a dial's
+	// timeout needs no timer of its own (DialAddrsWithin).
+	socketDeadline bool
 }
 
 // New returns a transport that dials destinations with dial (nil:
 // DialTCP) and speaks TLS to https origins with originTLS (nil: the system
 // roots).
 func New(dial func(ctx context.Context, network, addr string) (net.Conn, error), originTLS *tls.Config) *Transport {
+	deadline := dial == nil
 	if dial == nil {
 		dial = DialTCP
 	}
-	return &Transport{Dial: dial, OriginTLS: originTLS, idle: http1.NewPool[Key]()}
+	return &Transport{Dial: dial, OriginTLS: originTLS, idle: http1.NewPool[Key](), socketDeadline: deadline}
 }
 
 // Idle returns the idle connections kept.
@@ -138,6 +143,50 @@ func (t *Transport) DialAddrs(ctx context.Context, dest string, addrs []netip.Ad
 		out.Type = proxystatus.DestinationUnavailable
 	}
 	return nil, &out
+}
+
+// DialAddrsWithin is DialAddrs within timeout (none when not positive).
+// With the default Dial the timeout is a deadline the connect's socket
+// enforces (net.Dialer sets it as the socket's write deadline while it
+// waits), not a context.WithTimeout: a dial then starts no timer of its
+// own — one timer and one context less per tunnel. A custom Dial, or a
+// ctx that cannot be cancelled (net.Dialer ignores the deadline of one),
+// gets context.WithTimeout as before.
+func (t *Transport) DialAddrsWithin(ctx context.Context, timeout time.Duration, dest string, addrs []netip.Addr, port uint16) (net.Conn, error) {
+	if timeout > 0 {
+		dl := time.Now().Add(timeout)
+		if cur, ok := ctx.Deadline(); !ok || dl.Before(cur) {
+			if t.socketDeadline && ctx.Done() != nil {
+				ctx = deadlineCtx{Context: ctx, dl: dl}
+			} else {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, dl)
+				defer cancel()
+			}
+		}
+	}
+	return t.DialAddrs(ctx, dest, addrs, port)
+}
+
+// deadlineCtx is its Context with an earlier deadline that nothing
+// enforces but the dial's socket (DialAddrsWithin): Done is the parent's.
+// Err reports the deadline once it passed, so DialAddrs stops trying
+// further addresses then, as it would under context.WithDeadline.
+type deadlineCtx struct {
+	context.Context
+	dl time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }
+
+func (c deadlineCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // OriginTLSConn makes c (to dest, named host) a TLS connection with

@@ -123,6 +123,9 @@ type Server struct {
 	// dnsOK and dnsErr are the children of the lookup counter, taken once
 	// (a label lookup per lookup would allocate); nil without metrics.
 	dnsOK, dnsErr prometheus.Counter
+	// tunnelGauges are TunnelsOpen's children by kind (tunnelKinds),
+	// each taken on its first use (tunnelGauge).
+	tunnelGauges [len(tunnelKinds)]atomic.Pointer[prometheus.Gauge]
 
 	// ctx is the parent of every connection's context (each connection
 	// derives its own once, so a dial registers with its connection's,
@@ -299,8 +302,29 @@ func (s *Server) addTunnel(t *relay.Tunnel, kind string) {
 	s.tunnels[t] = kind
 	s.mu.Unlock()
 	if s.m != nil {
-		s.m.TunnelsOpen.WithLabelValues(kind).Inc()
+		s.tunnelGauge(kind).Inc()
 	}
+}
+
+// tunnelKinds are the listeners' kinds, in tunnelGauges' order.
+var tunnelKinds = [...]string{metrics.KindHTTP, metrics.KindConnect, metrics.KindTransparent, metrics.KindSOCKS}
+
+// tunnelGauge returns the open-tunnels gauge of kind, looked up in the
+// vector once per kind (a tunnel adds and removes itself: two label
+// lookups per tunnel otherwise).
+func (s *Server) tunnelGauge(kind string) prometheus.Gauge {
+	for i, k := range tunnelKinds {
+		if k != kind {
+			continue
+		}
+		if g := s.tunnelGauges[i].Load(); g != nil {
+			return *g
+		}
+		g := s.m.TunnelsOpen.WithLabelValues(kind)
+		s.tunnelGauges[i].Store(&g)
+		return g
+	}
+	return s.m.TunnelsOpen.WithLabelValues(kind)
 }
 
 func (s *Server) removeTunnel(t *relay.Tunnel) {
@@ -309,7 +333,7 @@ func (s *Server) removeTunnel(t *relay.Tunnel) {
 	delete(s.tunnels, t)
 	s.mu.Unlock()
 	if ok && s.m != nil {
-		s.m.TunnelsOpen.WithLabelValues(kind).Dec()
+		s.tunnelGauge(kind).Dec()
 	}
 }
 

@@ -24,7 +24,7 @@ func (cc *clientConn) serveConnect(req *http.Request) bool {
 	side := &cc.side
 	*side = connectSide{cc: cc, req: req}
 	cc.s.tunnel(ctx, ev, &target{hostport: req.Host, via: req.Header["Via"], tunnel: true, auth: proxyAuth(req.Header)},
-		cc.c, stop, side, tunnelOpts{sni: true})
+		cc.c, stop, side, tunnelOpts{sni: true, inline: &cc.relay})
 	return side.keep
 }
 
@@ -51,16 +51,22 @@ func (cs *connectSide) established([]byte) ([]byte, *proxystatus.Error) {
 // start starts a registered tunnel; when it ends it is unregistered, its
 // limits are released and it is logged. The tunnel outlives the request:
 // it keeps nothing of its context (an idle tunnel should cost as little
-// memory as possible).
-func (s *Server) start(ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn) {
-	t.Start(clientPrefix, sc.Prefix, func(res relay.Result) {
+// memory as possible). With inline, the client's direction is left in
+// *inline for the caller's goroutine to run (relay.StartInline).
+func (s *Server) start(ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn, inline *func()) {
+	done := func(res relay.Result) {
 		sc.Release()
 		ev.up, ev.down = res.Up, res.Down
 		s.finish(ev)
 		// Only now: a drain that sees no tunnel left may end the process,
 		// and this tunnel's log line is written.
 		s.removeTunnel(t)
-	})
+	}
+	if inline != nil {
+		*inline = t.StartInline(clientPrefix, sc.Prefix, done)
+		return
+	}
+	t.Start(clientPrefix, sc.Prefix, done)
 }
 
 // via is this proxy's Via element for a message of protocol

@@ -64,6 +64,10 @@ type clientConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	w      connWatch // the watch of the client while a request waits
+	// relay is the client's direction of the tunnel the connection
+	// became (CONNECT), left for the worker to run once serve has
+	// finished with the connection: one goroutine less per tunnel.
+	relay func()
 }
 
 // Serve accepts HTTP proxy clients on ln until Shutdown. It returns
@@ -95,6 +99,10 @@ const maxIdleWorkers = 64
 func (s *Server) worker(cc *clientConn) {
 	for {
 		cc.serve()
+		if run := cc.relay; run != nil {
+			cc.relay = nil
+			run() // until the direction ends or parks
+		}
 		if s.idleWorkers.Add(1) > maxIdleWorkers {
 			s.idleWorkers.Add(-1)
 			return

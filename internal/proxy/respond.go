@@ -155,6 +155,6 @@ func (x *exchange) switchProtocols(resp *http.Response) bool {
 	t := relay.New(cc.c, sc.Conn)
 	s.addTunnel(t, ev.kind)
 	cc.handOff(sc)
-	s.start(ev, t, http1.Buffered(cc.r.Buf()), sc)
+	s.start(ev, t, http1.Buffered(cc.r.Buf()), sc, &cc.relay)
 	return false
 }

@@ -41,6 +41,11 @@ type tunnelOpts struct {
 	// (CONNECT, SOCKS5; a transparent connection's own sniff was checked
 	// before admission).
 	sni bool
+	// inline, if set, receives the relay of the client's direction
+	// (relay.StartInline) instead of a goroutine of its own: the
+	// listener's goroutine runs it once it has finished with the
+	// connection (the explicit listener's worker).
+	inline *func()
 }
 
 // tunnel is the tail for the target tg of client c: ctx is the client's,
@@ -102,6 +107,6 @@ func (s *Server) tunnel(ctx context.Context, ev *event, tg *target, c net.Conn, 
 		s.intercept(ev, t, c, early, sc, a, site)
 		return true
 	}
-	s.start(ev, t, early, sc)
+	s.start(ev, t, early, sc, o.inline)
 	return true
 }

@@ -112,6 +112,24 @@ type Result struct {
 // done is called once, from a relay goroutine (or from Close), after both
 // directions have ended and both connections are closed.
 func (t *Tunnel) Start(aPrefix, bPrefix []byte, done func(Result)) {
+	t.init(aPrefix, bPrefix, done)
+	for i := range t.dirs {
+		go t.dirs[i].run()
+	}
+}
+
+// StartInline is Start with the direction A → B left to the caller: it
+// starts B → A on a goroutine and returns the function that relays A → B,
+// which the caller must call once, on a goroutine of its own that has
+// nothing else to do meanwhile (it returns when the direction ended or
+// parked). A tunnel then costs one new goroutine instead of two.
+func (t *Tunnel) StartInline(aPrefix, bPrefix []byte, done func(Result)) (run func()) {
+	t.init(aPrefix, bPrefix, done)
+	go t.dirs[1].run()
+	return t.dirs[0].run
+}
+
+func (t *Tunnel) init(aPrefix, bPrefix []byte, done func(Result)) {
 	t.done = done
 	t.pending.Store(2)
 	t.dirs[0] = direction{t: t, dst: t.B, src: t.A, n: &t.up, prefix: aPrefix}
@@ -120,7 +138,6 @@ func (t *Tunnel) Start(aPrefix, bPrefix []byte, done func(Result)) {
 		d := &t.dirs[i]
 		d.w.init(d.src)
 		d.canSplice = canSplice && d.sp.init(d.src, d.dst)
-		go d.run()
 	}
 }
 

@@ -168,3 +168,46 @@ func benchStream(b *testing.B, w, r net.Conn) {
 		<-done
 	}
 }
+
+// TestStartInline: the direction left to the caller relays A → B (prefix
+// first) on the caller's goroutine and returns when it ends; B → A runs on
+// its own; done comes once, after both ended, with both counts.
+func TestStartInline(t *testing.T) {
+	client, a := pair(t)
+	b, server := pair(t)
+	tun := New(a, b)
+	res := make(chan Result, 2)
+	run := tun.StartInline([]byte("early:"), []byte("banner:"), func(r Result) { res <- r })
+	ran := make(chan struct{})
+	go func() { run(); close(ran) }()
+	io.WriteString(client, "up")
+	client.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(server)
+	if err != nil || string(got) != "early:up" {
+		t.Fatalf("server got %q (%v)", got, err)
+	}
+	select {
+	case <-ran: // the caller's direction ended with the client's half-close
+	case <-time.After(5 * time.Second):
+		t.Fatal("the inline direction did not return after its end of stream")
+	}
+	io.WriteString(server, "down")
+	server.(*net.TCPConn).CloseWrite()
+	got, err = io.ReadAll(client)
+	if err != nil || string(got) != "banner:down" {
+		t.Fatalf("client got %q (%v)", got, err)
+	}
+	select {
+	case r := <-res:
+		if r.Up != int64(len("early:up")) || r.Down != int64(len("banner:down")) {
+			t.Errorf("result %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("done was not called")
+	}
+	select {
+	case r := <-res:
+		t.Errorf("done called twice: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/proxystatus"
@@ -312,8 +314,26 @@ func (s *Server) loopSelf(dest route.Dest) *proxystatus.Error {
 // observeSetup records how long a tunnel took to be established.
 func (s *Server) observeSetup(ev *event) {
 	if s.m != nil {
-		s.m.Duration.WithLabelValues(ev.kind, ev.dec.Action.String()).Observe(time.Since(ev.start).Seconds())
+		s.setupObserver(ev.kind, ev.dec.Action).Observe(time.Since(ev.start).Seconds())
 	}
+}
+
+// setupObserver returns the duration histogram's child for a set-up of
+// kind decided as action, looked up in the vector once per pair.
+func (s *Server) setupObserver(kind string, action route.Action) prometheus.Observer {
+	a := int(action)
+	for i, k := range tunnelKinds {
+		if k != kind || a < 0 || a >= len(s.setupObservers[i]) {
+			continue
+		}
+		if o := s.setupObservers[i][a].Load(); o != nil {
+			return *o
+		}
+		o := s.m.Duration.WithLabelValues(kind, action.String())
+		s.setupObservers[i][a].Store(&o)
+		return o
+	}
+	return s.m.Duration.WithLabelValues(kind, action.String())
 }
 
 // scrubHost is a client's destination text fit for the log line before

@@ -126,6 +126,10 @@ type Server struct {
 	// tunnelGauges are TunnelsOpen's children by kind (tunnelKinds),
 	// each taken on its first use (tunnelGauge).
 	tunnelGauges [len(tunnelKinds)]atomic.Pointer[prometheus.Gauge]
+	// setupObservers are Duration's children by kind and route action
+	// (the action's value: 0 for none, Direct, Upstream, Deny), each taken
+	// on its first use (setupObserver).
+	setupObservers [len(tunnelKinds)][4]atomic.Pointer[prometheus.Observer]
 
 	// ctx is the parent of every connection's context (each connection
 	// derives its own once, so a dial registers with its connection's,

@@ -8,14 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"egret.io/egret/internal/metrics"
+	"egret.io/egret/internal/route"
 )
 
 // TestTunnelsOpenGauge: egret_proxy_tunnels_open{kind="connect"} counts a
 // CONNECT tunnel while it relays and drops back when it ends, tunnel after
-// tunnel (its child is looked up once and kept).
+// tunnel (its child is looked up once and kept), and each tunnel's set-up
+// is observed in egret_proxy_request_duration_seconds{kind="connect",
+// action="direct"} (that child kept too).
 func TestTunnelsOpenGauge(t *testing.T) {
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,5 +73,12 @@ func TestTunnelsOpenGauge(t *testing.T) {
 		waitFor(1)
 		c.Close()
 		waitFor(0)
+	}
+	var d dto.Metric
+	if err := m.Duration.WithLabelValues(metrics.KindConnect, route.Direct.String()).(prometheus.Metric).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.GetHistogram().GetSampleCount(); n != 3 {
+		t.Errorf("set-up durations observed: %d, want 3", n)
 	}
 }

@@ -93,7 +93,10 @@ func applyRelease(t *testing.T, c client.Client, objs []*unstructured.Unstructur
 	applyAll(t, c, objs, "", false)
 	t.Cleanup(func() {
 		for _, o := range objs {
-			if o.GetNamespace() == "" && o.GetKind() != "CustomResourceDefinition" {
+			// Not a Namespace: the test API server runs no namespace
+			// controller, so it would stay Terminating and refuse every
+			// later test's objects in it (TestShippedInstall, TestRelease).
+			if o.GetNamespace() == "" && o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "Namespace" {
 				_ = c.Delete(context.Background(), o.DeepCopy())
 			}
 		}

@@ -37,6 +37,18 @@ func TestGatewayInstallUninstall(t *testing.T) {
 	// guard refuses it unless allowed, with a setting in the gateway's
 	// Secret (created first, so the gateways start with it).
 	n.KubectlT(t, "create", "namespace", "egret-system")
+	// A failure before the documented uninstall leaves the install to be
+	// removed, so the tests after this one (TestHelm installs into
+	// egret-system too) start from a node without egret.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx := context.Background()
+		n.KubectlCmd(ctx, "delete", "--ignore-not-found", "--wait=false", "-f", filepath.Join(dir, "egret.yaml")).Run()
+		n.KubectlCmd(ctx, "delete", "namespace", "--ignore-not-found", "egret-system").Run()
+		n.KubectlCmd(ctx, "wait", "--for=delete", "namespace/egret-system", "--timeout=3m").Run()
+	})
 	n.KubectlT(t, "create", "secret", "generic", "egret-upstream", "-n", "egret-system",
 		"--from-literal=EGRET_SSRF_ALLOW_CIDRS="+out.IP+"/32")
 	if o, err := shell(t, n, dir, "kubectl apply --server-side -f egret.yaml"); err != nil {
@@ -117,14 +129,23 @@ func TestGatewayInstallUninstall(t *testing.T) {
 	if len(sp.Spec.InitContainers) != 1 || sp.Spec.InitContainers[0].Name != "egret-proxy" {
 		t.Fatalf("sidecar mode: init containers %+v", sp.Spec.InitContainers)
 	}
+	// Each gateway replica reads the Secret when the kubelet updates its
+	// volume, at its own time: wait until ten requests in a row, HTTP and
+	// HTTPS in turn, whichever replica takes them, go through the Squid.
 	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		r = get(t, n, sns, "client", "app", "http://origin.example/")
-		if r.RemoteIP == out.IP {
-			break
+	for ok := 0; ok < 10; {
+		args := []string{"http://origin.example/"}
+		if ok%2 == 1 {
+			args = []string{"-k", "https://origin.example/"}
 		}
+		r = get(t, n, sns, "client", "app", args...)
+		if r.RemoteIP == out.IP {
+			ok++
+			continue
+		}
+		ok = 0
 		if time.Now().After(deadline) {
-			t.Fatalf("sidecar mode: HTTP still reaches the origin from %s, not through the upstream Squid %s", r.RemoteIP, sq.Addr)
+			t.Fatalf("sidecar mode: %s still reaches the origin from %s, not through the upstream Squid %s", args[len(args)-1], r.RemoteIP, sq.Addr)
 		}
 		time.Sleep(2 * time.Second)
 	}

@@ -215,17 +215,7 @@ func TestOriginVerification(t *testing.T) {
 func TestSNIMustAgree(t *testing.T) {
 	l := newLab(t)
 	l.origin("api.example.test", nil, nil)
-	c, err := net.Dial("tcp", l.front)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT api.example.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", port(l, "api.example.test"))
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatal(resp, err)
-	}
+	c, _ := l.tunnel(t, "api.example.test")
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(l.caCert)
 	tc := tls.Client(c, &tls.Config{ServerName: "bank.example.test", RootCAs: pool})
@@ -591,17 +581,7 @@ func TestExemptNameMustBeTheTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.setSites(site)
-	c, err := net.Dial("tcp", l.front)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT api.example.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", port(l, "api.example.test"))
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatal(resp, err)
-	}
+	c, _ := l.tunnel(t, "api.example.test")
 	tc := tls.Client(c, &tls.Config{ServerName: "PINNED.example.test.", InsecureSkipVerify: true})
 	tc.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := tc.Handshake(); err == nil {
@@ -623,21 +603,7 @@ func TestExemptNameMustBeTheTarget(t *testing.T) {
 func TestPlainHTTPInTunnelRefused(t *testing.T) {
 	l := newLab(t)
 	l.origin("api.example.test", nil, nil)
-	open := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", l.front)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		fmt.Fprintf(c, "CONNECT api.example.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", port(l, "api.example.test"))
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatal(resp, err)
-		}
-		return c, br
-	}
-	c, br := open()
+	c, br := l.tunnel(t, "api.example.test")
 	fmt.Fprintf(c, "GET /v1/secret HTTP/1.1\r\nHost: api.example.test\r\nAuthorization: Bearer pod-own\r\n\r\n")
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -657,7 +623,7 @@ func TestPlainHTTPInTunnelRefused(t *testing.T) {
 		t.Errorf("the origin was asked %d requests", len(ev))
 	}
 
-	c, br = open()
+	c, br = l.tunnel(t, "api.example.test")
 	c.Write([]byte{0x00, 0x01, 0x02})
 	if b, err := br.ReadByte(); err == nil {
 		t.Errorf("binary junk got an answer starting %q", b)

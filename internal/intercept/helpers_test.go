@@ -190,6 +190,23 @@ func relay(a, b net.Conn) {
 }
 
 // setSites replaces the lab's intercepted sites.
+// tunnel opens a CONNECT tunnel to host's origin through the lab's front
+// (closed when the test ends) and returns it after the 200.
+func (l *lab) tunnel(t testing.TB, host string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", l.front)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "CONNECT %s:%s HTTP/1.1\r\nHost: x\r\n\r\n", host, port(l, host))
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatal(resp, err)
+	}
+	return c, br
+}
+
 func (l *lab) setSites(ss ...*Site) {
 	l.mu.Lock()
 	l.sites = ss

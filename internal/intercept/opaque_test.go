@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"sync/atomic"
@@ -29,16 +28,7 @@ func TestOpaqueTargetRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.setSites(site)
-	c, err := net.Dial("tcp", l.front)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT api.example.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", port(l, "api.example.test"))
-	br := bufio.NewReader(c)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatal(resp, err)
-	}
+	c, _ := l.tunnel(t, "api.example.test")
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(l.caCert)
 	tc := tls.Client(c, &tls.Config{ServerName: "api.example.test", RootCAs: pool, NextProtos: []string{"http/1.1"}})

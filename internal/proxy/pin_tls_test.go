@@ -12,43 +12,30 @@ import (
 
 	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil"
+	"egret.io/egret/internal/testutil/proxytest"
 )
 
 // connectMember is an upstream that opens every CONNECT to to, whatever
 // the target, and relays.
 func connectMember(t *testing.T, to string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil || req.Method != http.MethodConnect {
-					return
-				}
-				o, err := net.Dial("tcp", to)
-				if err != nil {
-					io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
-					return
-				}
-				defer o.Close()
-				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
-				go io.Copy(o, br)
-				io.Copy(c, o)
-			}()
+	port := proxytest.TCPOrigin(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil || req.Method != http.MethodConnect {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		o, err := net.Dial("tcp", to)
+		if err != nil {
+			io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+			return
+		}
+		defer o.Close()
+		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+		go io.Copy(o, br)
+		io.Copy(c, o)
+	})
+	return "127.0.0.1:" + port
 }
 
 // TestPinnedTLSNotSharedAcrossNames: two names that resolve to one

@@ -19,16 +19,7 @@ import (
 func TestInterceptSiteNotForwarded(t *testing.T) {
 	var hits atomic.Int32
 	_, port := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
-	certPEM, keyPEM, err := intercept.GenerateCA("egret test interception CA", time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth, err := intercept.ParseAuthority(certPEM, keyPEM, nil, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	iss := &intercept.Issuer{}
-	iss.SetAuthority(auth)
+	iss := testIssuer(t)
 	site, err := intercept.CompileSite(intercept.SiteSpec{Hosts: []string{"api.test"},
 		HTTP: intercept.RulesSpec{Rules: []intercept.RuleSpec{{Action: "deny", PathPrefixes: []string{"/admin"}}}}}, nil)
 	if err != nil {
@@ -51,4 +42,20 @@ func TestInterceptSiteNotForwarded(t *testing.T) {
 		t.Errorf("the origin of an intercepted site got %d forwarded requests, past its rules", n)
 	}
 	waitFor(t, func() bool { return clients.InFlight("127.0.0.1") == 0 })
+}
+
+// testIssuer is an interception leaf issuer under a fresh test CA.
+func testIssuer(t testing.TB) *intercept.Issuer {
+	t.Helper()
+	certPEM, keyPEM, err := intercept.GenerateCA("egret test interception CA", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := intercept.ParseAuthority(certPEM, keyPEM, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss := &intercept.Issuer{}
+	iss.SetAuthority(auth)
+	return iss
 }

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
-	"time"
 
 	"egret.io/egret/internal/intercept"
 	"egret.io/egret/internal/limit"
@@ -38,16 +37,7 @@ func (r slowResolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.
 // handshake.
 func TestLeaseReleasedOnAborts(t *testing.T) {
 	tport := tcpOrigin(t, func(c net.Conn) { io.Copy(io.Discard, c) })
-	certPEM, keyPEM, err := intercept.GenerateCA("egret test interception CA", time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth, err := intercept.ParseAuthority(certPEM, keyPEM, nil, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	iss := &intercept.Issuer{}
-	iss.SetAuthority(auth)
+	iss := testIssuer(t)
 	site, err := intercept.CompileSite(intercept.SiteSpec{Hosts: []string{"api.test"}}, nil)
 	if err != nil {
 		t.Fatal(err)

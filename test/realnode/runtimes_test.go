@@ -412,25 +412,9 @@ func interceptingUpstream(t testing.TB, n *realnode.Node, out *realnode.Outside,
 			t.Fatal(err)
 		}
 	}
-	var log testutil.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := out.Command(ctx, n.Egret, "proxy", "--role", "gateway", "--config", filepath.Join(dir, "upstream.yaml"),
-		"--listen", out.IP+":3128", "--admin-listen", "off")
-	cmd.Env = append(os.Environ(), "EGRET_HOSTS_FILE="+filepath.Join(dir, "hosts"), "EGRET_DNS_SERVERS=127.0.0.1:1",
-		"EGRET_SSRF_ALLOW_CIDRS="+out.IP+"/32")
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(log.String(), "ready") {
-		if time.Now().After(deadline) {
-			t.Fatalf("intercepting upstream not ready: %s", log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return &log
+	return outsideEgret(t, n, out, []string{"EGRET_HOSTS_FILE=" + filepath.Join(dir, "hosts"), "EGRET_DNS_SERVERS=127.0.0.1:1",
+		"EGRET_SSRF_ALLOW_CIDRS=" + out.IP + "/32"},
+		"proxy", "--role", "gateway", "--config", filepath.Join(dir, "upstream.yaml"), "--listen", out.IP+":3128", "--admin-listen", "off")
 }
 
 // upstreamClient waits up to 10 s for the upstream's line, after offset

@@ -27,9 +27,19 @@ func upstream(t testing.TB, n *realnode.Node, out *realnode.Outside, hosts strin
 	t.Helper()
 	out.WriteEtc(t, "hosts", hosts)
 	out.WriteEtc(t, "resolv.conf", "")
+	return outsideEgret(t, n, out, nil, "proxy", "--listen", out.IP+":3128", "--admin-listen", "off")
+}
+
+// outsideEgret runs egret with args (and env added to the test's) in the
+// outside world's namespace, and returns its log once it is ready.
+func outsideEgret(t testing.TB, n *realnode.Node, out *realnode.Outside, env []string, args ...string) *testutil.SyncBuffer {
+	t.Helper()
 	var log testutil.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := out.Command(ctx, n.Egret, "proxy", "--listen", out.IP+":3128", "--admin-listen", "off")
+	cmd := out.Command(ctx, append([]string{n.Egret}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -38,7 +48,7 @@ func upstream(t testing.TB, n *realnode.Node, out *realnode.Outside, hosts strin
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(log.String(), "ready") {
 		if time.Now().After(deadline) {
-			t.Fatalf("upstream egret not ready: %s", log.String())
+			t.Fatalf("egret %s in the outside namespace not ready: %s", strings.Join(args, " "), log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -119,8 +119,9 @@ spec:
 		if st != 502 {
 			t.Errorf("a client that is no pod: %d, want 502", st)
 		}
-		if !strings.Contains(g.log.String(), "does not know the calling pod's namespace") {
-			t.Errorf("no refusal naming the unknown namespace:\n%s", g.log.String())
-		}
+		// The access-log line is written after the answer: wait for it.
+		eventually(t, 5*time.Second, "the refusal naming the unknown namespace is logged", func() bool {
+			return strings.Contains(g.log.String(), "does not know the calling pod's namespace")
+		})
 	})
 }

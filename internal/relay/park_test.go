@@ -133,8 +133,12 @@ func TestPeerEndsParkedTunnel(t *testing.T) {
 func TestNoLostWakeUp(t *testing.T) {
 	withParkAfter(t, 0) // nothing rescues a lost wake-up
 	testBeforeWait = func() { time.Sleep(5 * time.Millisecond) }
-	t.Cleanup(func() { testBeforeWait = nil })
-	client, server, _, _ := tunnel(t, nil, nil)
+	client, server, res, tun := tunnel(t, nil, nil)
+	defer func() {
+		tun.Close()
+		<-res // the directions are over: nothing reads the hook any more
+		testBeforeWait = nil
+	}()
 	buf := make([]byte, 4)
 	for i := 0; i < 5; i++ {
 		client.SetDeadline(time.Now().Add(2 * time.Second))

@@ -123,3 +123,37 @@ func TestPeerEndsParkedTunnel(t *testing.T) {
 		t.Fatal("tunnel did not end")
 	}
 }
+
+// Data that arrives between a read that found nothing and the wait that
+// follows must wake the wait: the runtime's poller forgets a readiness it
+// saw before the wait began (its RawRead resets it), so the wait checks
+// the socket first. Without that check such a direction slept until its
+// park deadline (200 ms) or, with parking off, for good. The test widens
+// the window: every wait starts 5 ms after the read that found nothing.
+func TestNoLostWakeUp(t *testing.T) {
+	withParkAfter(t, 0) // nothing rescues a lost wake-up
+	testBeforeWait = func() { time.Sleep(5 * time.Millisecond) }
+	client, server, res, tun := tunnel(t, nil, nil)
+	defer func() {
+		tun.Close()
+		<-res // the directions are over: nothing reads the hook any more
+		testBeforeWait = nil
+	}()
+	buf := make([]byte, 4)
+	for i := 0; i < 5; i++ {
+		client.SetDeadline(time.Now().Add(2 * time.Second))
+		server.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.WriteString(client, "ping"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(server, buf); err != nil {
+			t.Fatalf("exchange %d: the server did not get the ping: %v", i, err)
+		}
+		if _, err := io.WriteString(server, "pong"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf); err != nil {
+			t.Fatalf("exchange %d: the client did not get the pong: %v", i, err)
+		}
+	}
+}

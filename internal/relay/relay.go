@@ -38,8 +38,29 @@ func init() {
 // ParkAfter is how long a direction waits for data with its goroutine
 // before it parks: the goroutine ends and the connection is watched in
 // egret's own epoll set until data comes, so an idle tunnel costs neither a
-// buffer nor a goroutine stack. Zero disables parking. New reads it.
-var ParkAfter = 200 * time.Millisecond
+// buffer nor a goroutine stack. Zero disables parking. New reads it. The
+// environment variable EGRET_RELAY_PARK_AFTER (a Go duration; 0 never
+// parks) sets it at start-up, so a benchmark can measure parked tunnels
+// beside tunnels that wait with their goroutines, with the same binary
+// (docs/performance.md).
+var ParkAfter = parkAfterFromEnv(200 * time.Millisecond)
+
+// parkAfterFromEnv is EGRET_RELAY_PARK_AFTER when it is set and valid
+// (a negative duration counts as zero), def otherwise.
+func parkAfterFromEnv(def time.Duration) time.Duration {
+	v, ok := os.LookupEnv("EGRET_RELAY_PARK_AFTER")
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return def
+	}
+	return max(d, 0)
+}
+
+// testBeforeWait, when set by a test, runs before every wait.
+var testBeforeWait func()
 
 // Tunnel relays between A (the client side) and B (the destination side).
 // Create it with New, start it with Start; it is safe to call Close and the
@@ -233,6 +254,9 @@ func (d *direction) relay() bool {
 			// say) wait returns at once and the read below blocks holding
 			// its buffer.
 			d.release()
+			if testBeforeWait != nil {
+				testBeforeWait()
+			}
 			idle := d.w.wait(t.parkAfter)
 			d.more = true
 			if idle {
@@ -349,8 +373,9 @@ type waiter struct {
 	// init, serves every tryRead and wait, so neither allocates a closure
 	// per call.
 	fn    func(fd uintptr) bool
-	mode  uint8  // what fn does: rawRead, rawWait, rawWaited
-	p     []byte // tryRead's buffer, during the call
+	mode  uint8   // what fn does: rawRead, rawWait, rawWaited
+	p     []byte  // tryRead's buffer, during the call
+	peek  [1]byte // wait's look at the socket (wait_linux.go)
 	n     int
 	errno error
 }

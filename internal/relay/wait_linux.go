@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,11 +62,30 @@ func (w *waiter) tryRead(p []byte) (n int, err error, ok bool) {
 // in rawWait mode it reports "not ready" once, so Read waits in the poller
 // until the socket is readable (or the deadline), then "done"; in rawRead
 // mode it reads p without blocking.
+//
+// Before it waits it looks at the socket (a one-byte MSG_PEEK): the
+// poller is edge-triggered and Read begins by forgetting any readiness it
+// saw before (poll.FD.RawRead resets it), so bytes, an end of stream or an
+// error that arrived after the caller's last read found nothing would
+// otherwise wake nobody — the direction would sleep until its park
+// deadline, or for good with parking off. Anything to report ends the
+// wait at once; what arrives after the look raises a new edge.
 func (w *waiter) raw(fd uintptr) bool {
 	switch w.mode {
 	case rawWait:
 		w.mode = rawWaited
-		return false
+		for {
+			// recvfrom(2) without a source address: nothing to allocate.
+			_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&w.peek[0])), 1,
+				unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+			switch errno {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN, unix.ENOTSOCK:
+				return false // nothing yet (or not a socket): wait
+			}
+			return true // bytes, an end of stream or an error: no wait
+		}
 	case rawWaited:
 		return true
 	}

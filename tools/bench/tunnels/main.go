@@ -30,6 +30,7 @@ func main() {
 	c := flag.Int("c", 16, "tunnels open at a time")
 	serve := flag.Bool("serve", false, "serve the origin (answers 64 bytes) instead of opening tunnels")
 	ready := flag.String("ready", "", "wait until this file exists before opening tunnels")
+	hold := flag.Bool("hold", false, "open -n idle tunnels (CONNECT, nothing sent), -c at a time, and hold them until interrupted")
 	flag.Parse()
 	small := strings.Repeat("x", 64)
 	if *serve {
@@ -46,6 +47,10 @@ func main() {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	if *hold {
+		holdIdle(*proxy, *origin, *n, *c)
+		return
 	}
 	var left atomic.Int64
 	left.Store(int64(*n))
@@ -95,4 +100,42 @@ func one(proxy, origin string, buf []byte) error {
 		return fmt.Errorf("got %d %v", got, err)
 	}
 	return nil
+}
+
+// holdIdle opens n tunnels with nothing sent through them, c at a time,
+// says so on stderr and holds them until the process is interrupted: read
+// the proxy's RSS or heap profile meanwhile.
+func holdIdle(proxy, origin string, n, c int) {
+	conns := make([]net.Conn, n)
+	var next, fails atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < c; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := next.Add(1) - 1
+				if k >= int64(n) {
+					return
+				}
+				cn, err := net.Dial("tcp", proxy)
+				if err == nil {
+					fmt.Fprintf(cn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", origin, origin)
+					var resp *http.Response
+					if resp, err = http.ReadResponse(bufio.NewReader(cn), &http.Request{Method: "CONNECT"}); err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("%s", resp.Status)
+					}
+				}
+				if err != nil {
+					fails.Add(1)
+					continue
+				}
+				conns[k] = cn
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Fprintf(os.Stderr, "%d idle tunnels held, %d failed, %v\n", int64(n)-fails.Load(), fails.Load(), time.Since(start))
+	select {}
 }

@@ -120,10 +120,15 @@ func (n *Node) NewOutside(t testing.TB) *Outside {
 }
 
 // ContainerdPID is the pid of the node's containerd.
-func (n *Node) ContainerdPID() int {
+func (n *Node) ContainerdPID() int { return n.pid("containerd") }
+
+// KubeletPID is the pid of the node's kubelet.
+func (n *Node) KubeletPID() int { return n.pid("kubelet") }
+
+func (n *Node) pid(daemon string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if c := n.procs["containerd"]; c != nil && c.Process != nil {
+	if c := n.procs[daemon]; c != nil && c.Process != nil {
 		return c.Process.Pid
 	}
 	return 0

@@ -63,7 +63,7 @@ Exit status: 0 rendered, 1 the files could not be written, 2 bad flags.`,
 		Example: `  egret node render --runtime containerd --proxy http://proxy.corp:3128 \
       --no-proxy .corp.example,10.0.0.0/8 --registry registry.internal:5000 --write-dir /etc/systemd/system
   egret node render --runtime kubelet --proxy-file /run/secrets/proxy-url \
-      --no-proxy 10.96.0.1,.svc,.cluster.local --write-dir /etc/systemd/system`,
+      --no-proxy api.corp.example,10.0.0.10,10.244.0.0/16,10.96.0.0/12 --write-dir /etc/systemd/system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch output {
@@ -291,18 +291,25 @@ func writeNodeReport(w io.Writer, r *kubenode.Report) {
 	if n == 0 {
 		fmt.Fprintln(w, "  no proxy variables: every pull goes direct")
 	}
+	decision := func(d kubenode.Decision) {
+		mark := "ok  "
+		if !d.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %s: %s (%s)\n", mark, d.Registry, d.Decision, d.Reason)
+		if d.Advice != "" {
+			fmt.Fprintf(w, "       %s\n", d.Advice)
+		}
+	}
 	if len(r.Decisions) > 0 {
 		fmt.Fprintln(w, "registries:")
 		for _, d := range r.Decisions {
-			mark := "ok  "
-			if !d.OK {
-				mark = "FAIL"
-			}
-			fmt.Fprintf(w, "  %s %s: %s (%s)\n", mark, d.Registry, d.Decision, d.Reason)
-			if d.Advice != "" {
-				fmt.Fprintf(w, "       %s\n", d.Advice)
-			}
+			decision(d)
 		}
+	}
+	if r.APIServer != nil {
+		fmt.Fprintln(w, "API server (the kubelet's kubeconfig):")
+		decision(*r.APIServer)
 	}
 	if r.Unit != "" {
 		if len(r.UnitFiles) == 0 {

@@ -63,8 +63,12 @@ type Report struct {
 	Started   time.Time         `json:"started,omitzero"`
 	Env       map[string]string `json:"env"` // proxy variables only
 	Decisions []Decision        `json:"registries"`
-	UnitFiles []string          `json:"unitFiles"`
-	Drift     []Drift           `json:"drift"`
+	// APIServer is what a kubelet does with its API server (the server of
+	// its --kubeconfig): it must go direct. Nil for other processes and a
+	// standalone kubelet.
+	APIServer *Decision `json:"apiServer,omitempty"`
+	UnitFiles []string  `json:"unitFiles"`
+	Drift     []Drift   `json:"drift"`
 	// ChangedAfterStart names a unit or environment file modified after the
 	// process started ("" when none).
 	ChangedAfterStart string   `json:"changedAfterStart,omitempty"`
@@ -129,6 +133,9 @@ func Inspect(o InspectOptions) (*Report, error) {
 		}
 		r.Decisions = append(r.Decisions, d)
 	}
+	if o.Runtime == Kubelet || (o.Runtime == "" && r.Process == Kubelet.Process()) {
+		checkKubeletAPIServer(r, o.Proc, env, restart)
+	}
 	if r.Unit != "" {
 		ue, err := LoadUnitEnv(r.Unit, o.UnitDirs)
 		if err != nil {
@@ -184,12 +191,18 @@ func decide(reg string, env map[string]string) Decision {
 	if i := strings.IndexAny(host, "/?#"); i >= 0 {
 		host = host[:i]
 	}
-	u := &url.URL{Scheme: "https", Host: host, Path: "/v2/"}
-	d := Decision{Registry: reg, URL: u.String()}
+	d := decideURL((&url.URL{Scheme: "https", Host: host, Path: "/v2/"}).String(), env)
+	d.Registry = reg
+	return d
+}
+
+// decideURL predicts what a Go daemon in env does with rawURL.
+func decideURL(rawURL string, env map[string]string) Decision {
+	d := Decision{URL: rawURL}
 	res, err := goModel.Decide(d.URL, noproxy.Env(env))
 	switch {
 	case err != nil:
-		d.Decision, d.Reason = "error", "not a registry host: "+err.Error()
+		d.Decision, d.Reason = "error", "not a host: "+err.Error()
 	case res.Decision == noproxy.DecisionDirect:
 		d.Decision, d.OK, d.Reason = "direct", true, res.Reason
 	case res.Decision == noproxy.DecisionProxy:

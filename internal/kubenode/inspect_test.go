@@ -268,3 +268,74 @@ func TestInspectExpectProxy(t *testing.T) {
 		t.Errorf("decision without a proxy = %+v", d)
 	}
 }
+
+// TestInspectKubeletAPIServer: the kubelet's route to the server of its
+// --kubeconfig must be direct; a fake /proc holds the kubelet's command
+// line, environment and file system (/proc/PID/root, /proc/PID/cwd).
+func TestInspectKubeletAPIServer(t *testing.T) {
+	const kubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: other
+  cluster: {server: "https://other.example:6443"}
+- name: c
+  cluster: {server: "https://%s"}
+contexts:
+- name: k
+  context: {cluster: c, user: u}
+current-context: k
+users:
+- name: u
+  user: {}
+`
+	for _, tc := range []struct {
+		name, server, noProxy string
+		args                  []string // after "kubelet"
+		file                  string   // the kubeconfig's path under root/ ("" none)
+		decision              string   // "" no API server decision
+		problem               string   // substring of the one problem, "" none
+	}{
+		{name: "direct-cidr", server: "10.0.0.5:6443", noProxy: "localhost,10.0.0.0/8", args: []string{"--kubeconfig=/etc/kubernetes/kubelet.conf"}, file: "etc/kubernetes/kubelet.conf", decision: "direct"},
+		{name: "direct-suffix", server: "api.corp.example:6443", noProxy: ".corp.example", args: []string{"--kubeconfig", "/etc/kubernetes/kubelet.conf"}, file: "etc/kubernetes/kubelet.conf", decision: "direct"},
+		{name: "proxied", server: "10.0.0.5:6443", noProxy: "localhost,10.96.0.1,.svc", args: []string{"-kubeconfig=/etc/kubernetes/kubelet.conf"}, file: "etc/kubernetes/kubelet.conf", decision: "proxy",
+			problem: "add 10.0.0.5 to NO_PROXY and no_proxy in the kubelet's drop-in"},
+		{name: "relative", server: "10.0.0.5:6443", noProxy: "10.0.0.5", args: []string{"--kubeconfig=kubelet.conf"}, file: "CWD/kubelet.conf", decision: "direct"},
+		{name: "missing-file", noProxy: "10.0.0.5", args: []string{"--kubeconfig=/etc/kubernetes/kubelet.conf"}, problem: "the route to the API server is unchecked"},
+		{name: "standalone", noProxy: "", args: []string{"--config=/etc/kubelet.yaml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			procRoot := t.TempDir()
+			pd := filepath.Join(procRoot, "4242")
+			for _, d := range []string{pd, filepath.Join(pd, "root", "etc", "kubernetes"), filepath.Join(pd, "cwd")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write := func(name, content string) {
+				t.Helper()
+				if err := os.WriteFile(filepath.Join(pd, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write("comm", "kubelet\n")
+			write("cmdline", strings.Join(append([]string{"/usr/bin/kubelet"}, tc.args...), "\x00")+"\x00")
+			write("environ", "HTTPS_PROXY=http://proxy.corp.example:3128\x00NO_PROXY="+tc.noProxy+"\x00")
+			if tc.file != "" {
+				write(filepath.Join("root", strings.Replace(tc.file, "CWD/", "../cwd/", 1)), fmt.Sprintf(kubeconfig, tc.server))
+			}
+			rep, err := Inspect(InspectOptions{PID: 4242, Runtime: Kubelet, Proc: Proc{Root: procRoot}, UnitDirs: []string{t.TempDir()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.decision == "" && rep.APIServer != nil:
+				t.Errorf("API server decision %+v, want none", rep.APIServer)
+			case tc.decision != "" && (rep.APIServer == nil || rep.APIServer.Decision != tc.decision || rep.APIServer.Registry != "https://"+tc.server):
+				t.Errorf("API server decision %+v, want %s for https://%s", rep.APIServer, tc.decision, tc.server)
+			}
+			if tc.problem == "" && !rep.OK() || tc.problem != "" && (len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], tc.problem)) {
+				t.Errorf("problems %q, want one with %q", rep.Problems, tc.problem)
+			}
+		})
+	}
+}

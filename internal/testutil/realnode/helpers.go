@@ -9,21 +9,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/netns"
 )
 
 func freePort() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testutil.PickPort(testutil.ListenCheck(net.Listen, "127.0.0.1"))
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return p
 }
 
 // tails returns the last lines of each log in dir.
@@ -120,10 +119,15 @@ func (n *Node) NewOutside(t testing.TB) *Outside {
 }
 
 // ContainerdPID is the pid of the node's containerd.
-func (n *Node) ContainerdPID() int {
+func (n *Node) ContainerdPID() int { return n.pid("containerd") }
+
+// KubeletPID is the pid of the node's kubelet.
+func (n *Node) KubeletPID() int { return n.pid("kubelet") }
+
+func (n *Node) pid(daemon string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if c := n.procs["containerd"]; c != nil && c.Process != nil {
+	if c := n.procs[daemon]; c != nil && c.Process != nil {
 		return c.Process.Pid
 	}
 	return 0

@@ -754,10 +754,7 @@ nodeStatusUpdateFrequency: 5s
 	if err := os.WriteFile(n.path("kubelet.yaml"), []byte(kcfg), 0o644); err != nil {
 		return err
 	}
-	env := []string{"PATH=" + pathDir, "HOME=/root"}
-	if err := n.spawn("kubelet", env, filepath.Join(n.BinDir, "kubelet"),
-		"--config", n.path("kubelet.yaml"), "--kubeconfig", n.path("node.kubeconfig"),
-		"--root-dir", n.path("kubelet"), "--hostname-override", NodeName, "--node-ip", NodeIP, "--v=1"); err != nil {
+	if err := n.startKubelet(nil); err != nil {
 		return err
 	}
 	if err := waitFor("node "+NodeName, 120*time.Second, func() error {
@@ -799,6 +796,49 @@ nodeStatusUpdateFrequency: 5s
 		_, err := n.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
+}
+
+// startKubelet starts the kubelet with its PATH (the tools it needs, not
+// iptables) and HOME, and extraEnv after them.
+func (n *Node) startKubelet(extraEnv []string) error {
+	env := append([]string{"PATH=" + n.path("kubelet-path"), "HOME=/root"}, extraEnv...)
+	return n.spawn("kubelet", env, filepath.Join(n.BinDir, "kubelet"),
+		"--config", n.path("kubelet.yaml"), "--kubeconfig", n.path("node.kubeconfig"),
+		"--root-dir", n.path("kubelet"), "--hostname-override", NodeName, "--node-ip", NodeIP, "--v=1")
+}
+
+// RestartKubelet stops the kubelet and starts it again with extraEnv
+// appended to its environment, as systemctl restart applies a drop-in's
+// Environment= lines; RestartKubelet(nil) gives it back its own. Pods keep
+// running (their containers belong to containerd). It returns once the new
+// process runs, and puts back the sysctls the kubelet sets at start; the
+// caller waits for what it needs (the node's Lease renewed, say).
+func (n *Node) RestartKubelet(extraEnv []string) error {
+	n.stop("kubelet", 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	logPath := n.path("logs", "kubelet.log")
+	var from int64
+	if fi, err := os.Stat(logPath); err == nil {
+		from = fi.Size()
+	}
+	if err := n.startKubelet(extraEnv); err != nil {
+		return err
+	}
+	// The kubelet writes its sysctls when its container manager starts,
+	// before its eviction manager (whether or not it reaches the API
+	// server): put the host's back after that.
+	err := waitFor("the restarted kubelet's container manager", 60*time.Second, func() error {
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			return err
+		}
+		if int64(len(b)) < from || !strings.Contains(string(b[from:]), "Eviction manager: starting control loop") {
+			return errors.New("not started yet")
+		}
+		return nil
+	})
+	n.restoreSysctls(false)
+	return err
 }
 
 // restoreSysctls writes back the saved values that differ (ip_forward

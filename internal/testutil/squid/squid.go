@@ -315,12 +315,10 @@ func freePort(t testing.TB, ns Namespace) string {
 	if ns != nil {
 		listen = ns.Listen
 	}
-	ln, err := listen("tcp", "127.0.0.1:0")
+	p, err := testutil.PickPort(testutil.ListenCheck(listen, "127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	_, p, _ := net.SplitHostPort(ln.Addr().String())
 	return p
 }
 

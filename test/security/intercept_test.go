@@ -201,7 +201,9 @@ func startIntercepting(t *testing.T, opts ...func(*proxy.Options)) *ilab {
 	}
 	l.log = &testutil.SyncBuffer{}
 	alog := slog.New(slog.NewJSONHandler(l.log, nil)) // each request's line, as proxyd writes it
-	l.eng.Log = func(ev *intercept.Event) { alog.LogAttrs(context.Background(), slog.LevelInfo, "request", ev.Attrs()...) }
+	l.eng.Log = func(ev *intercept.Event) {
+		alog.LogAttrs(context.Background(), slog.LevelInfo, "request", ev.Attrs()...)
+	}
 	l.gateway = startGateway(t, nil, answers, func(o *proxy.Options) {
 		o.Intercept = &proxy.Interception{Engine: l.eng, Sites: sites}
 		for _, f := range opts {
@@ -538,7 +540,6 @@ func (f *h2conn) response(t *testing.T, stream uint32) (int, string) {
 		}
 	}
 }
-
 
 // TestInterceptSmuggling: inside an intercepted tunnel egret frames every
 // request it sends on itself; no ambiguity of the client's framing —

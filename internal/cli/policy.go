@@ -148,6 +148,9 @@ func printExplanation(w io.Writer, ex *policy.Explanation) {
 		if ie.ReadAs != ie.Path {
 			fmt.Fprintf(w, ", the path read as %s", ie.ReadAs)
 		}
+		if ie.AnyCase {
+			fmt.Fprintf(w, ", in any letter case")
+		}
 		fmt.Fprintf(w, ")\n")
 	}
 }

@@ -371,7 +371,10 @@ func (e *Engine) serveHTTP1(ctx context.Context, c *tls.Conn, s *session) {
 		IdleTimeout:       e.idleTimeout(),
 		MaxHeaderBytes:    e.maxHeaderBytes(),
 		ErrorLog:          discardLog,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// OPTIONS * is the origin's to answer, judged by the rules like
+		// any request: net/http would answer it 200 itself.
+		DisableGeneralOptionsHandler: true,
+		BaseContext:                  func(net.Listener) context.Context { return ctx },
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateClosed || st == http.StateHijacked {
 				ln.Close()

@@ -103,6 +103,7 @@ type PathPattern struct {
 	Text   string
 	Prefix bool
 	glob   *regexp.Regexp
+	globCI *regexp.Regexp // glob, ignoring case
 }
 
 // String is the pattern as written, "prefix " before a prefix.
@@ -113,16 +114,26 @@ func (p PathPattern) String() string {
 	return p.Text
 }
 
-// Match reports whether path matches the pattern.
-func (p PathPattern) Match(path string) bool {
+// Match reports whether path matches the pattern, letter case included.
+func (p PathPattern) Match(path string) bool { return p.match(path, false) }
+
+// match is Match; with fold, letters match in either case.
+func (p PathPattern) match(path string, fold bool) bool {
 	switch {
 	case p.Prefix:
-		if !strings.HasPrefix(path, p.Text) {
+		if len(path) < len(p.Text) {
+			return false
+		}
+		if head := path[:len(p.Text)]; head != p.Text && !(fold && strings.EqualFold(head, p.Text)) {
 			return false
 		}
 		return len(path) == len(p.Text) || strings.HasSuffix(p.Text, "/") || path[len(p.Text)] == '/'
+	case p.glob != nil && fold:
+		return p.globCI.MatchString(path)
 	case p.glob != nil:
 		return p.glob.MatchString(path)
+	case fold:
+		return strings.EqualFold(path, p.Text)
 	default:
 		return path == p.Text
 	}
@@ -255,6 +266,7 @@ func compilePath(p string, prefix bool) (PathPattern, error) {
 		}
 		b.WriteString("$")
 		pp.glob = regexp.MustCompile(b.String())
+		pp.globCI = regexp.MustCompile("(?i)" + b.String())
 	}
 	return pp, nil
 }
@@ -280,8 +292,11 @@ type Verdict struct {
 	Denied, Allowed bool
 	// Rule is the index of the deciding rule; -1 for the default.
 	Rule int
-	// Path is the form of the request's path the decision was made on.
-	Path string
+	// Path is the form of the request's path the decision was made on;
+	// AnyCase is set when the rule matched it only with letter case
+	// ignored.
+	Path    string
+	AnyCase bool
 }
 
 // RuleName is how logs and answers name the deciding rule.
@@ -295,10 +310,15 @@ func (v Verdict) RuleName() string {
 // Decide answers for method and path, the path as the request carries it
 // (percent-encoded, without the query). The origin may read an encoded path
 // differently from how it is written — dot segments, %2F, backslashes,
-// ";params" — so the rules judge every reading (the path as sent, its
-// normal form, and the form with encoded slashes decoded and runs of slashes
-// merged) and the request is denied if any reading is: what cannot be
-// allowed for certain is not allowed. The path is forwarded unchanged.
+// ";params", trailing dots, letter case — so the rules judge every reading
+// (the path as sent, its normal form, and the form with encoded slashes
+// decoded, runs of slashes merged, parameters and trailing dots of segments
+// dropped), each once as written and once ignoring letter case, and the
+// request is denied if any reading is: what cannot be allowed for certain
+// is not allowed. So an allow matches a path in the case it was written in,
+// and a deny matches it in any case (an origin may be case-insensitive:
+// IIS, Windows file systems, some Spring configurations). The path is
+// forwarded unchanged.
 func (r *Rules) Decide(method, path string) Verdict {
 	if len(r.List) == 0 && r.Default == Allow {
 		return Verdict{Allowed: true, Rule: -1, Path: path}
@@ -312,13 +332,15 @@ func (r *Rules) Decide(method, path string) Verdict {
 	var first Verdict
 	for j, m := range methods {
 		for i, p := range readings(path) {
-			v := r.decide(m, p)
-			if i == 0 && j == 0 {
-				first = v
-			}
-			if v.Denied {
-				v.Allowed = r.Mode == Report
-				return v
+			for _, fold := range [...]bool{false, true} {
+				v := r.decide(m, p, fold)
+				if i == 0 && j == 0 && !fold {
+					first = v
+				}
+				if v.Denied {
+					v.Allowed = r.Mode == Report
+					return v
+				}
 			}
 		}
 	}
@@ -326,16 +348,16 @@ func (r *Rules) Decide(method, path string) Verdict {
 	return first
 }
 
-func (r *Rules) decide(method, path string) Verdict {
+func (r *Rules) decide(method, path string, fold bool) Verdict {
 	for i, rule := range r.List {
-		if rule.matches(method, path) {
-			return Verdict{Denied: rule.Action == Deny, Rule: i, Path: path}
+		if rule.matches(method, path, fold) {
+			return Verdict{Denied: rule.Action == Deny, Rule: i, Path: path, AnyCase: fold && !rule.matches(method, path, false)}
 		}
 	}
 	return Verdict{Denied: r.Default == Deny, Rule: -1, Path: path}
 }
 
-func (r Rule) matches(method, path string) bool {
+func (r Rule) matches(method, path string, fold bool) bool {
 	if r.Methods != nil && !slices.Contains(r.Methods, method) {
 		return false
 	}
@@ -343,7 +365,7 @@ func (r Rule) matches(method, path string) bool {
 		return true
 	}
 	for _, p := range r.Paths {
-		if p.Match(path) {
+		if p.match(path, fold) {
 			return true
 		}
 	}
@@ -366,7 +388,9 @@ func readings(path string) []string {
 // the hex of other escapes in upper case, a '%' that starts no escape
 // encoded, and dot segments removed (RFC 3986
 // 6.2.2). With loose, it also reads the path as a lenient server would:
-// %2F, %5C and '\' as '/', runs of '/' as one, ";params" of a segment gone.
+// %2F, %5C and '\' as '/', runs of '/' as one, ";params" of a segment gone,
+// and a segment's trailing dots (Windows and IIS drop them: "admin." is
+// "admin").
 func normalize(path string, loose bool) string {
 	if path == "" || path[0] != '/' {
 		return path
@@ -408,6 +432,9 @@ func normalize(path string, loose bool) string {
 		for j, s := range segs[1:] {
 			if k := strings.IndexByte(s, ';'); k >= 0 {
 				s = s[:k]
+			}
+			if t := strings.TrimRight(s, "."); t != "" {
+				s = t // "admin." and "admin..", never a dot segment
 			}
 			if s == "" && j != len(segs)-2 {
 				continue // an empty segment inside: a run of slashes

@@ -56,6 +56,17 @@ func TestDecide(t *testing.T) {
 		{"GET", "/v1\\admin\\x", true, "default"}, // denied as sent already
 		{"GET", "/v1/admin;jsessionid=1/x", true, "rule 1"},
 		{"GET", "/v1/../../etc", true, "default"},
+		// Letter case and trailing dots: a deny holds in any case (an
+		// origin may ignore it), an allow only in the case written.
+		{"GET", "/V1/ADMIN/x", true, "default"}, // not allowed as written
+		{"GET", "/v1/Admin/x", true, "rule 1"},
+		{"GET", "/v1/%41dmin/x", true, "rule 1"},
+		{"GET", "/V1/models", true, "default"},
+		{"DELETE", "/PUBLIC/x", true, "rule 2"},
+		{"GET", "/v1/admin./x", true, "rule 1"},
+		{"GET", "/v1/admin../x", true, "rule 1"},
+		{"GET", "/v1/admin.;x/x", true, "rule 1"},
+		{"GET", "/v1/models.", false, "rule 3"},
 		// Escapes that change nothing stay allowed.
 		{"GET", "/v1/models%20list", false, "rule 3"},
 	} {
@@ -106,6 +117,9 @@ func TestNormalize(t *testing.T) {
 		"/a/%2fb":     {"/a/%2Fb", "/a/b"},
 		"/a//b/":      {"/a//b/", "/a/b/"},
 		"/a;x/b;y":    {"/a;x/b;y", "/a/b"},
+		"/a./b..":     {"/a./b..", "/a/b"},
+		"/a/.../b":    {"/a/.../b", "/a/.../b"},
+		"/a/%2e/b.":   {"/a/b.", "/a/b"},
 		"/..":         {"/", "/"},
 		"/a/..":       {"/", "/"},
 		"/a/.":        {"/a/", "/a/"},
@@ -157,7 +171,7 @@ func FuzzDecide(f *testing.F) {
 		v := r.Decide(method, path)
 		if !v.Denied {
 			for _, p := range readings(path) {
-				if r.decide(method, p).Denied {
+				if r.decide(method, p, false).Denied || r.decide(method, p, true).Denied {
 					t.Fatalf("%s %q allowed, but its reading %q is denied", method, path, p)
 				}
 			}

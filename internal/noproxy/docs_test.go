@@ -112,6 +112,40 @@ func TestRowsAreConsistent(t *testing.T) {
 	}
 }
 
+// TestDefaultReportHasGRPC: explain and lint without --client judge the
+// gRPC stacks too (issue 24), which read the variables their own way: an
+// upper-case NO_PROXY that keeps Go direct leaves grpc-js and C-core on
+// the proxy, and C-core reads no CIDR.
+func TestDefaultReportHasGRPC(t *testing.T) {
+	cs, err := SelectClients(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, c := range cs {
+		r, err := c.Decide("http://10.96.0.5:50051/", Env{"https_proxy": "http://gw:3128", "NO_PROXY": "10.96.0.0/12"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[r.Client] = r
+	}
+	for name, want := range map[string]Decision{"go": DecisionDirect, "grpc-go": DecisionDirect, "grpc-js": DecisionProxy, "grpc-core": DecisionProxy} {
+		if r, ok := got[name]; !ok || r.Decision != want {
+			t.Errorf("default report, %s: %+v (present %v), want %s", name, r, ok, want)
+		}
+	}
+	var cidr *Finding
+	fs := Lint("10.96.0.0/12,.svc,.cluster.local", LintOptions{})
+	for i, f := range fs {
+		if f.Entry == "10.96.0.0/12" && f.Rule == RuleEntryMisread {
+			cidr = &fs[i]
+		}
+	}
+	if cidr == nil || !strings.Contains(cidr.Message, "grpc-core") {
+		t.Errorf("default lint does not say grpc-core ignores the CIDR: %+v", cidr)
+	}
+}
+
 // TestClientSelection covers --client: rows, families, aliases, versions.
 func TestClientSelection(t *testing.T) {
 	for in, want := range map[string]string{

@@ -203,12 +203,17 @@ func findRow(name string) (Client, bool) {
 }
 
 // DefaultClientNames are the clients explain and lint use when none is
-// named: the names of SPEC.md's contract. Each family's name stands for its
-// newest release; curl-7.88 (Debian 12), undici-7.22 and undici-6 (the
-// undici in Node 24's and 22's fetch) are the older lines still widely run.
-// "all" selects every row instead.
+// named: the names of SPEC.md's contract, then the gRPC stacks (grpc-go,
+// grpc-js from 1.13, gRPC C-core as Debian 12's grpcio runs it), which read
+// the variables their own way (grpc_proxy, no_grpc_proxy, no CIDRs in
+// C-core 1.51). Each family's name stands for its newest release;
+// curl-7.88 (Debian 12), undici-7.22 and undici-6 (the undici in Node 24's
+// and 22's fetch) are the older lines still widely run. "all" selects
+// every row instead. The live differential (differential_test.go,
+// differential_grpc_test.go) checks every row, whatever this list holds.
 var DefaultClientNames = []string{"go", "curl", "curl-7.88", "wget", "python-urllib", "python-requests", "node-http",
-	"undici", "undici-7.22", "undici-6", "axios", "proxy-from-env-2", "global-agent", "ruby", "dotnet", "reqwest", "java"}
+	"undici", "undici-7.22", "undici-6", "axios", "proxy-from-env-2", "global-agent", "ruby", "dotnet", "reqwest", "java",
+	"grpc-go", "grpc-js", "grpc-core"}
 
 // SelectClients returns the rows for names (see ClientByName), in the order
 // given; no names means DefaultClientNames and "all" every row. An unknown

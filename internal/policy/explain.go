@@ -61,12 +61,14 @@ type InterceptExplanation struct {
 	// Method and Path are what was asked; Verdict is allow, deny or
 	// "allow (would_deny)" under report mode, and Rule the rule that
 	// decided ("rule 2", "default"), on the reading of the path in
-	// ReadAs.
+	// ReadAs; AnyCase is set when that rule matched only with letter case
+	// ignored (a deny holds in any case).
 	Method  string `json:"method,omitempty"`
 	Path    string `json:"path,omitempty"`
 	Verdict string `json:"verdict,omitempty"`
 	Rule    string `json:"rule,omitempty"`
 	ReadAs  string `json:"read_as,omitempty"`
+	AnyCase bool   `json:"any_case,omitempty"`
 }
 
 // ExplainInput is what Explain reads.
@@ -178,7 +180,7 @@ func (ex *Explanation) JudgeHTTP(method, path string) {
 		return
 	}
 	v := ex.site.Rules.Decide(ie.Method, ie.Path)
-	ie.Rule, ie.ReadAs = v.RuleName(), v.Path
+	ie.Rule, ie.ReadAs, ie.AnyCase = v.RuleName(), v.Path, v.AnyCase
 	switch {
 	case v.Denied && !v.Allowed:
 		ie.Verdict = VerdictDeny

@@ -152,6 +152,8 @@ spec:
 			[]string{"request:   DELETE /v1/files/f-1", "http:      deny (rule 1)"}},
 		{"encoded-path-denied", []string{"--from", ns + "/agent-1", "--to", "api.openai.example:443", "--path", "/v1/x/..%2Fadmin/users"},
 			[]string{"http:      deny (rule 2, the path read as /v1/admin/users)"}},
+		{"case-denied", []string{"--from", ns + "/agent-1", "--to", "api.openai.example:443", "--path", "/v1/Admin/users"},
+			[]string{"http:      deny (rule 2, in any letter case)"}},
 		{"no-rule", []string{"--from", ns + "/agent-1", "--to", "api.openai.example:443", "--path", "/v2"},
 			[]string{"http:      deny (default)"}},
 		{"report", []string{"--from", ns + "/trial-1", "--to", "api.openai.example:443", "--method", "DELETE", "--path", "/x"},

@@ -58,12 +58,8 @@ func waitRedis(t *testing.T, addr string) {
 // takes its port as a setting).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	p, _ := strconv.Atoi(testutil.FreePort(t))
+	return p
 }
 
 // start runs cmd until the test ends (killed by its PID) and returns it.

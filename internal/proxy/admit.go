@@ -27,8 +27,10 @@ import (
 //	destination → loop check → route → workload policy → deny →
 //	workload limits → destination limits and breaker
 //
-// and then to open (tunnels) or the forwarder (requests), which dial with
-// the SSRF guard and the loop check on every address (dialDirect). A rule
+// and, for a direct decision, the addresses to dial: the admission's one
+// answer, each address through the loop check and the SSRF guard
+// (directAddrs, addrs.go). open (tunnels) and the transport (forwarded
+// requests) then dial exactly those, calling nothing back. A rule
 // that holds on one listener holds on all; finish writes the one log line
 // and the metrics of each.
 
@@ -63,8 +65,9 @@ type target struct {
 // addresses the routes and the workload's policy approved, from the one
 // lookup they all judged (names), and a direct dial connects to those and
 // nothing else — never a second resolution between the decision and the
-// dial. nil Addrs mean nothing judged the name by its addresses: the dial
-// then makes the one lookup, and the SSRF guard judges each address.
+// dial. nil Addrs mean nothing judged the name by its addresses: admission
+// then makes the one lookup (or reuses the routes'), and the SSRF guard
+// judges each address; addrs is what a direct decision dials.
 type admission struct {
 	st   *State
 	dest route.Dest // as logged and routed
@@ -73,6 +76,10 @@ type admission struct {
 	// names is the admission's one lookup of the destination's name,
 	// shared by every table that judges it and by the dial.
 	names answer
+	// addrs are the addresses a direct decision dials (directAddrs): from
+	// names or the decision, each allowed by the loop check and the SSRF
+	// guard. nil for a decision through a pool.
+	addrs []netip.Addr
 	// breaker is set when the destination's breaker awaits the outcome
 	// (reportDest).
 	breaker bool
@@ -93,33 +100,6 @@ type admission struct {
 	// lease holds the slots admission took; open moves it into the
 	// connection, and the end of the request or tunnel releases it.
 	lease lease
-}
-
-// answer is one lookup, made at most once: the first name asked is
-// resolved and remembered, and every later question about it gets the same
-// addresses, so what is judged and what is dialled come from one answer
-// (a name that answers differently a moment later — DNS rebinding — is not
-// asked again). It satisfies route.Resolver.
-type answer struct {
-	s     *Server
-	host  string
-	addrs []netip.Addr
-	err   error
-	done  bool
-}
-
-// LookupNetIP returns the remembered answer for host, resolving it the
-// first time (through the server's resolver, counted). Another name (there
-// is none in one admission) is resolved without being remembered.
-func (n *answer) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	if n.done && host == n.host {
-		return n.addrs, n.err
-	}
-	addrs, err := n.s.resolve(ctx, host)
-	if !n.done {
-		n.host, n.addrs, n.err, n.done = host, addrs, err, true
-	}
-	return addrs, err
 }
 
 // admit applies the shared policy to a client's request or tunnel. ev
@@ -196,6 +176,16 @@ func (s *Server) admitLease(ctx context.Context, ev *event, tg *target, a *admis
 		return proxystatus.From(err)
 	}
 	a.breaker = breaker
+	if a.dec.Action == route.Direct {
+		addrs, e := s.directAddrs(ctx, a)
+		if e != nil {
+			if breaker {
+				s.reportDest(a.dest, e)
+			}
+			return e
+		}
+		a.addrs = addrs
+	}
 	return nil
 }
 

@@ -177,6 +177,8 @@ func TestNegotiateUpstream(t *testing.T) {
 				t.Errorf("the password is in the answer: %q %q", ps, body)
 			}
 		}
+		// The refusals' access-log lines are written after their answers.
+		waitFor(t, func() bool { return strings.Count(bad.Log.String(), `"error":"upstream_auth_required"`) >= 2 })
 		if log := bad.Log.String(); strings.Contains(log, "wrong-pw") || !strings.Contains(log, "wrong password") {
 			t.Errorf("log: password present or failure not named:\n%s", log)
 		}

@@ -29,6 +29,9 @@ func TestConnectDirect(t *testing.T) {
 	if err != nil || string(got) != "got 4 bytes: ping" {
 		t.Fatalf("tunnel gave %q, %v", got, err)
 	}
+	// The tunnel's line is written when its relay ends, which may be
+	// after the client has read everything: wait for the line itself.
+	waitFor(t, func() bool { return strings.Contains(p.Log.String(), `"msg":"tunnel"`) })
 	waitFor(t, func() bool { return p.OpenTunnels() == 0 })
 	log := p.Log.String()
 	for _, want := range []string{`"msg":"tunnel"`, `"kind":"connect"`, `"bytes_up":4`, `"bytes_down":17`, `"status":200`} {

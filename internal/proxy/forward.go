@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -89,10 +87,10 @@ func (cc *clientConn) forward(req *http.Request) bool {
 	x.lease.take(&a.lease)
 	x.st, x.dest, x.breaker, x.Pin = a.st, a.dest, a.breaker, a.pin
 	x.Idempotent = http1.Idempotent(req)
-	x.Caller, x.Identity = x, cc
+	x.Identity = cc
 	x.Scheme, x.Host, x.Dest, x.DestHost = x.scheme, req.URL.Host, ev.dest, a.dest.Host
 	x.Via, x.Via11 = s.via(req.ProtoMajor, req.ProtoMinor), s.via11
-	x.Approved = ev.dec.Addrs
+	x.Approved, x.Port, x.DialTimeout = a.addrs, a.dial.Port, s.opts.Timeouts.Dial
 	if e := x.Prepare(req); e != nil {
 		x.lease.end()
 		return cc.fail(req, ev, e, false)
@@ -152,6 +150,9 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 		}
 	}
 	resp, err := s.tr.RoundTrip(&x.Request, p)
+	if x.Member != nil {
+		x.ev.member = x.Member.Name
+	}
 	if x.Authenticated {
 		x.cc.noteAuthKey(x.Key)
 	}
@@ -164,15 +165,6 @@ func (x *exchange) roundTrip() (*http.Response, error) {
 	x.ev.connect = x.Connect
 	return resp, nil
 }
-
-// DialDirect connects to the origin directly (transport.Caller): the
-// addresses the decision approved, through the guard (dialDirect).
-func (x *exchange) DialDirect(ctx context.Context) (net.Conn, error) {
-	return x.cc.s.dialDirect(ctx, x.st, x.dest, x.ev.dec)
-}
-
-// Tried notes the member an attempt goes through (transport.Caller).
-func (x *exchange) Tried(m *upstream.Member) { x.ev.member = m.Name }
 
 // noteAuthKey records that the client connection has pooled connections
 // under k (a key naming it), to close them when it ends.

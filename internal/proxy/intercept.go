@@ -86,10 +86,10 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 		Client: ev.client, Workload: workload, Site: site,
 		Origin: origin,
 		// Every further connection to the origin is the tunnel's own dial
-		// again: the decision and the addresses admission approved, never
-		// a new lookup, through the SSRF guard or the same pool.
+		// again: the addresses admission settled (judged, and allowed by
+		// the SSRF guard), never a new lookup, or the same pool.
 		Dial: func(ctx context.Context) (net.Conn, error) {
-			c, err := s.dial(ctx, a.st, a.dial, a.dec, a.pin)
+			c, err := s.dial(ctx, a)
 			if err != nil {
 				return nil, err
 			}

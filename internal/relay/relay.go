@@ -96,22 +96,23 @@ type direction struct {
 	n        *atomic.Int64
 	prefix   []byte
 	w        waiter
-	class    int
-	full     int
 	buf      *[]byte
+	moved    int64 // bytes read since the direction started or resumed
 	state    atomic.Int32
 	parkedFD int32 // the socket armed in the park set (valid while parked)
+	class    uint8 // the buffer's size class (sizes)
+	full     uint8 // consecutive reads that filled the buffer
 	// more is set while the source may have bytes at hand: the next read
 	// (which never blocks) goes without waiting first. A read that finds
 	// nothing clears it, and the direction waits.
 	more bool
-	// sp splices the direction's bulk bursts (splice_linux.go); splicing
-	// is set once the direction filled its largest buffer, canSplice when
-	// both sides are sockets.
-	sp        splicer
+	// sp splices the direction's bulk bursts (splice_linux.go) between
+	// the source's RawConn and the destination's (the other direction's
+	// waiter's); splicing is set once the direction filled its largest
+	// buffer, canSplice when both sides are sockets.
 	canSplice bool
 	splicing  bool
-	moved     int64 // bytes read since the direction started or resumed
+	sp        splicer
 }
 
 // New returns a Tunnel between a and b.
@@ -156,9 +157,11 @@ func (t *Tunnel) init(aPrefix, bPrefix []byte, done func(Result)) {
 	t.dirs[0] = direction{t: t, dst: t.B, src: t.A, n: &t.up, prefix: aPrefix}
 	t.dirs[1] = direction{t: t, dst: t.A, src: t.B, n: &t.down, prefix: bPrefix}
 	for i := range t.dirs {
+		t.dirs[i].w.init(t.dirs[i].src)
+	}
+	for i := range t.dirs {
 		d := &t.dirs[i]
-		d.w.init(d.src)
-		d.canSplice = canSplice && d.sp.init(d.src, d.dst)
+		d.canSplice = canSplice && d.w.rc != nil && d.peer().w.rc != nil
 	}
 }
 
@@ -199,6 +202,14 @@ func (t *Tunnel) fail(err error) {
 	}
 	t.errOnce.Do(func() { t.err = err })
 	t.closeBoth()
+}
+
+// peer is the tunnel's other direction: its source is d's destination.
+func (d *direction) peer() *direction {
+	if d == &d.t.dirs[0] {
+		return &d.t.dirs[1]
+	}
+	return &d.t.dirs[0]
 }
 
 // finish is called once per direction when it has ended.
@@ -257,7 +268,7 @@ func (d *direction) relay() bool {
 			if testBeforeWait != nil {
 				testBeforeWait()
 			}
-			idle := d.w.wait(t.parkAfter)
+			idle := d.w.wait(d.src, t.parkAfter)
 			d.more = true
 			if idle {
 				// An idle direction starts small again when it resumes.
@@ -272,7 +283,7 @@ func (d *direction) relay() bool {
 			}
 		}
 		if d.splicing {
-			n, eof, err := d.sp.move()
+			n, eof, err := d.sp.move(d.w.rc, d.peer().w.rc)
 			d.more = n > 0
 			if n > 0 {
 				t.last.Store(time.Now().UnixNano())
@@ -329,7 +340,7 @@ func (d *direction) relay() bool {
 				d.full = 0
 			case d.full+1 < growAfter:
 				d.full++
-			case d.class < len(sizes)-1:
+			case int(d.class) < len(sizes)-1:
 				d.release()
 				d.class++
 				d.full = 0
@@ -367,17 +378,16 @@ func closeWrite(c net.Conn) bool {
 // waiter waits for a connection to become readable without holding a
 // buffer, and reads it without blocking, where the connection allows it.
 type waiter struct {
-	conn net.Conn
-	rc   syscall.RawConn
+	rc syscall.RawConn
 	// The raw read's state (wait_linux.go): one function, bound once in
 	// init, serves every tryRead and wait, so neither allocates a closure
 	// per call.
 	fn    func(fd uintptr) bool
-	mode  uint8   // what fn does: rawRead, rawWait, rawWaited
-	p     []byte  // tryRead's buffer, during the call
-	peek  [1]byte // wait's look at the socket (wait_linux.go)
+	p     []byte // tryRead's buffer, during the call
 	n     int
-	errno error
+	errno syscall.Errno
+	mode  uint8   // what fn does: rawRead, rawWait, rawWaited
+	peek  [1]byte // wait's look at the socket (wait_linux.go)
 }
 
 // The modes of waiter.fn.
@@ -388,7 +398,6 @@ const (
 )
 
 func (w *waiter) init(c net.Conn) {
-	w.conn = c
 	if sc, ok := c.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil && rawReads {
 			w.rc = rc

@@ -78,30 +78,16 @@ func putPipe(p *pipe) {
 	unix.Close(p.w)
 }
 
-// splicer moves src → dst through a pipe.
+// splicer moves a direction's source → destination through a pipe it
+// holds while a burst lasts; the two RawConns are the directions' waiters'.
 type splicer struct {
-	src, dst syscall.RawConn
-	p        *pipe
-}
-
-// init makes s ready for src and dst, or reports that they cannot be
-// spliced (not sockets).
-func (s *splicer) init(src, dst any) bool {
-	sc, ok1 := src.(syscall.Conn)
-	dc, ok2 := dst.(syscall.Conn)
-	if !ok1 || !ok2 {
-		return false
-	}
-	var err1, err2 error
-	s.src, err1 = sc.SyscallConn()
-	s.dst, err2 = dc.SyscallConn()
-	return err1 == nil && err2 == nil
+	p *pipe
 }
 
 // move splices what the source has at hand into the destination. It
 // returns the bytes moved — 0 with eof false when the source has nothing
 // now (the caller waits) — and eof when the source ended its stream.
-func (s *splicer) move() (n int64, eof bool, err error) {
+func (s *splicer) move(src, dst syscall.RawConn) (n int64, eof bool, err error) {
 	if s.p == nil {
 		if s.p, err = getPipe(); err != nil {
 			return 0, false, err
@@ -110,7 +96,7 @@ func (s *splicer) move() (n int64, eof bool, err error) {
 	p := s.p
 	var in int64
 	var inErr error
-	rerr := s.src.Read(func(fd uintptr) bool {
+	rerr := src.Read(func(fd uintptr) bool {
 		for {
 			in, inErr = unix.Splice(int(fd), nil, p.w, nil, p.size-p.n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 			if inErr != unix.EINTR {
@@ -134,7 +120,7 @@ func (s *splicer) move() (n int64, eof bool, err error) {
 	for p.n > 0 {
 		var out int64
 		var outErr error
-		werr := s.dst.Write(func(fd uintptr) bool {
+		werr := dst.Write(func(fd uintptr) bool {
 			out, outErr = unix.Splice(p.r, nil, int(fd), nil, p.n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 			return outErr != unix.EAGAIN // full: wait until writable
 		})

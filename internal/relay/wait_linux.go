@@ -2,7 +2,9 @@ package relay
 
 import (
 	"io"
+	"net"
 	"os"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -19,20 +21,20 @@ const rawReads = true
 // arrives for parkAfter (if not zero) it returns idle = true so the caller
 // can park. A wake-up may be stale (the poller is edge-triggered): the
 // read that follows never blocks, and brings the direction back here.
-func (w *waiter) wait(parkAfter time.Duration) (idle bool) {
+func (w *waiter) wait(conn net.Conn, parkAfter time.Duration) (idle bool) {
 	if w.rc == nil {
 		return false
 	}
 	armed := false
 	if parkAfter > 0 && parker() != nil {
 		armed = true
-		w.conn.SetReadDeadline(time.Now().Add(parkAfter))
+		conn.SetReadDeadline(time.Now().Add(parkAfter))
 	}
 	w.mode = rawWait
 	rerr := w.rc.Read(w.fn)
 	w.mode = rawRead
 	if armed {
-		w.conn.SetReadDeadline(time.Time{})
+		conn.SetReadDeadline(time.Time{})
 	}
 	return rerr != nil && isDeadline(rerr)
 }
@@ -44,13 +46,13 @@ func (w *waiter) tryRead(p []byte) (n int, err error, ok bool) {
 	w.p = p
 	rerr := w.rc.Read(w.fn)
 	n, errno := w.n, w.errno
-	w.p, w.errno = nil, nil // hold no buffer between calls
+	w.p, w.errno = nil, 0 // hold no buffer between calls
 	switch {
 	case rerr != nil:
 		return 0, rerr, true
 	case errno == unix.EAGAIN:
 		return 0, nil, false
-	case errno != nil:
+	case errno != 0:
 		return 0, os.NewSyscallError("read", errno), true
 	case n == 0:
 		return 0, io.EOF, true
@@ -90,7 +92,9 @@ func (w *waiter) raw(fd uintptr) bool {
 		return true
 	}
 	for {
-		w.n, w.errno = unix.Read(int(fd), w.p)
+		var err error
+		w.n, err = unix.Read(int(fd), w.p)
+		w.errno, _ = err.(syscall.Errno) // unix.Read fails with an Errno only
 		if w.errno != unix.EINTR {
 			return true
 		}

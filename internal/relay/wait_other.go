@@ -2,11 +2,15 @@
 
 package relay
 
-import "time"
+import (
+	"net"
+	"syscall"
+	"time"
+)
 
 const rawReads = false
 
-func (w *waiter) wait(parkAfter time.Duration) bool { return false }
+func (w *waiter) wait(net.Conn, time.Duration) bool { return false }
 
 func (w *waiter) raw(uintptr) bool { return true }
 
@@ -30,8 +34,9 @@ var errNoSplice error
 
 type splicer struct{}
 
-func (s *splicer) init(src, dst any) bool               { return false }
-func (s *splicer) move() (n int64, eof bool, err error) { return 0, false, nil }
-func (s *splicer) done()                                {}
+func (s *splicer) move(src, dst syscall.RawConn) (n int64, eof bool, err error) {
+	return 0, false, nil
+}
+func (s *splicer) done() {}
 
 func (w *waiter) tryRead(p []byte) (int, error, bool) { return 0, nil, false }

@@ -39,12 +39,16 @@ type Request struct {
 	Via, Via11 string
 	// Idempotent is set when the request may be sent twice.
 	Idempotent bool
-	// Approved are the addresses a direct connection may go to (what the
-	// decision approved; nil: any): a pooled connection to another address
-	// is not reused for this request.
+	// Approved are the addresses a direct connection goes to, in order:
+	// what admission settled (the judged answer, each address allowed by
+	// the SSRF guard and the loop check). A new direct connection dials
+	// these on Port within DialTimeout (DialAddrsWithin) and nothing else;
+	// a pooled connection to another address is not reused for this
+	// request. Empty: no direct connection may be made.
 	Approved []netip.Addr
-	// Caller dials the origin directly and hears of each member tried.
-	Caller Caller
+	Port     uint16
+	// DialTimeout bounds a direct connect (none when not positive).
+	DialTimeout time.Duration
 	// Pin is the approved address ("ip:port") a member is asked for in
 	// place of the name; "" for the name.
 	Pin string
@@ -58,6 +62,9 @@ type Request struct {
 	Key  Key
 	// Connect is how long reaching the member that served took.
 	Connect time.Duration
+	// Member is the member the last attempt went through (nil: direct),
+	// whether it served or failed.
+	Member *upstream.Member
 	// MemberDone gives back the serving member's request count (nil when
 	// direct); the caller runs it when the request or its tunnel ends.
 	MemberDone func()
@@ -69,16 +76,6 @@ type Request struct {
 	cred   *credentials.Credential
 	hs     *proxyauth.Handshake // the handshake run on Conn, if it ran for this request
 	lenBuf [32]byte
-}
-
-// Caller is the side of a forwarded request that admitted it.
-type Caller interface {
-	// DialDirect connects to the origin directly: the addresses the
-	// decision approved (the one judged answer), each checked by the
-	// guard, dialled by the transport (DialAddrs).
-	DialDirect(ctx context.Context) (net.Conn, error)
-	// Tried is told of each member an attempt goes through.
-	Tried(m *upstream.Member)
 }
 
 // Reset readies r for the next request of the same client.
@@ -103,7 +100,7 @@ func (t *Transport) RoundTrip(r *Request, p *upstream.Pool) (*http.Response, err
 	again := func(err error) bool { return !r.Started() && (r.Idempotent || IsNotSent(err)) }
 	var resp *http.Response
 	_, err := p.Do(r.Ctx, r.DestHost, again, func(_ context.Context, m *upstream.Member, cred *credentials.Credential, more bool) (int, error) {
-		r.Caller.Tried(m)
+		r.Member = m
 		start := time.Now()
 		rs, code, err := r.tryMember(p, m, cred, more && r.Idempotent)
 		if err == nil {
@@ -263,11 +260,8 @@ func (r *Request) attempt(key Key, p *upstream.Pool, auth string) (*http.Respons
 }
 
 // approves reports whether the direct origin connection oc goes to one of
-// addrs, the addresses a decision approved (nil: any).
+// addrs, the addresses admission settled.
 func approves(addrs []netip.Addr, oc *http1.Conn) bool {
-	if addrs == nil {
-		return true
-	}
 	ta, ok := oc.Raw.RemoteAddr().(*net.TCPAddr)
 	return ok && slices.Contains(addrs, ta.AddrPort().Addr().Unmap())
 }
@@ -337,7 +331,7 @@ func (r *Request) dial(key Key, p *upstream.Pool, gen uint64) (*http1.Conn, erro
 	t := r.t
 	switch {
 	case key.Member == nil:
-		c, err := r.Caller.DialDirect(r.Ctx)
+		c, err := t.DialAddrsWithin(r.Ctx, r.DialTimeout, r.Dest, r.Approved, r.Port)
 		if err != nil {
 			return nil, err
 		}

@@ -40,7 +40,9 @@ import (
 // writes the ConfigMaps and deletes its own from namespaces that opt out.
 // A ConfigMap of that name that egret did not create is left alone. A
 // source that is missing or does not parse keeps the ConfigMaps as they
-// are (pods keep the last good bundle) and is retried.
+// are (pods keep the last good bundle) and is retried — except a missing
+// source beside an interception CA, which adds no corporate CA: the
+// bundle carries the interception CA alone.
 type TrustController struct {
 	// Policy names the source; required.
 	Policy *TrustPolicy
@@ -161,11 +163,22 @@ func (c *TrustController) build(ctx context.Context) (*built, error) {
 	data := map[string][]byte{}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	var certs []*x509.Certificate
+	// absent: the corporate source is not there and the interception CA
+	// is configured. A cluster with no intercepting corporate proxy has no
+	// corporate CAs to give (deploy/overlays/intercept carries the trust
+	// component, whose corp-ca nobody creates there): the bundle still
+	// carries egret's interception CA, or no pod would ever trust an
+	// intercepted site. Without an interception CA a missing source stays
+	// an error (pods keep the last bundle).
+	absent := func(err error) bool { return apierrors.IsNotFound(err) && c.icpt != nil }
+	sourced := p.Kind != ""
 	switch p.Kind {
 	case "":
 	case "Secret":
 		var s corev1.Secret
-		if err := c.source.Get(ctx, key, &s); err != nil {
+		if err := c.source.Get(ctx, key, &s); absent(err) {
+			sourced = false
+		} else if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p.Source(), err)
 		}
 		for k, v := range s.Data {
@@ -173,7 +186,9 @@ func (c *TrustController) build(ctx context.Context) (*built, error) {
 		}
 	default:
 		var cm corev1.ConfigMap
-		if err := c.source.Get(ctx, key, &cm); err != nil {
+		if err := c.source.Get(ctx, key, &cm); absent(err) {
+			sourced = false
+		} else if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p.Source(), err)
 		}
 		for k, v := range cm.BinaryData {
@@ -183,7 +198,7 @@ func (c *TrustController) build(ctx context.Context) (*built, error) {
 			data[k] = []byte(v)
 		}
 	}
-	if p.Kind != "" {
+	if sourced {
 		var err error
 		if certs, err = sourceCerts(data, p.Key); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.Source(), err)

@@ -3,9 +3,9 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +25,7 @@ import (
 	"egret.io/egret/internal/discovery"
 	"egret.io/egret/internal/drift"
 	"egret.io/egret/internal/stamp"
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/kubetest"
 )
 
@@ -52,12 +53,8 @@ func (w *warnings) take() []string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	p, _ := strconv.Atoi(testutil.FreePort(t))
+	return p
 }
 
 // TestWebhookAgainstAPIServer runs `egret webhook` (Run) in-process on

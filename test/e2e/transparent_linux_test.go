@@ -436,12 +436,10 @@ func serve(t *testing.T, ns *netns.NS, addr string, tc *tls.Config) int {
 // freePort returns a port free on ip inside ns.
 func freePort(t *testing.T, ns *netns.NS, ip string) string {
 	t.Helper()
-	ln, err := ns.Listen("tcp", net.JoinHostPort(ip, "0"))
+	port, err := testutil.PickPort(testutil.ListenCheck(ns.Listen, ip))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port
 }
 

@@ -120,7 +120,9 @@ func TestTransparentExample(t *testing.T) {
 	if r.RemoteIP != out.IP || !r.TLS {
 		t.Errorf("captured HTTPS reached the origin from %s (tls %v), want the upstream %s", r.RemoteIP, r.TLS, out.IP)
 	}
-	if !strings.Contains(upLog.String(), "origin.example") {
+	// The upstream writes a line when the request or tunnel ends, which
+	// may be after the app has its answer.
+	if !waitLine(upLog, 0, 10*time.Second, func(l map[string]any) bool { return strings.Contains(fmt.Sprint(l), "origin.example") }) {
 		t.Errorf("the upstream did not log origin.example:\n%s", upLog.String())
 	}
 	if logs := n.KubectlT(t, "logs", "-n", ns, "app", "-c", "egret-proxy"); !strings.Contains(logs, `"transparent"`) {

@@ -83,8 +83,8 @@ type gateway struct {
 
 // startGateway serves the gateway with the route rules rules (default
 // direct), resolving names with answer (TTL 0: every lookup reaches the
-// server).
-func startGateway(t *testing.T, rules []route.Rule, answer dnstest.Answer) *gateway {
+// server); opts change the proxy's options.
+func startGateway(t *testing.T, rules []route.Rule, answer dnstest.Answer, opts ...func(*proxy.Options)) *gateway {
 	t.Helper()
 	g := &gateway{log: &testutil.SyncBuffer{}, pods: identity.NewPods()}
 	g.eng = &policy.Engine{Pods: g.pods}
@@ -100,8 +100,12 @@ func startGateway(t *testing.T, rules []route.Rule, answer dnstest.Answer) *gate
 		t.Fatal(err)
 	}
 	st := &proxy.State{Routes: tbl}
-	s, err := proxy.New(proxy.Options{Via: "sec-test", Resolver: res, AccessLog: g.log, Workloads: proxyd.Workloads(g.eng),
-		DialContext: g.dial, Timeouts: proxy.Timeouts{Dial: 3 * time.Second}}, st)
+	o := proxy.Options{Via: "sec-test", Resolver: res, AccessLog: g.log, Workloads: proxyd.Workloads(g.eng),
+		DialContext: g.dial, Timeouts: proxy.Timeouts{Dial: 3 * time.Second}}
+	for _, f := range opts {
+		f(&o)
+	}
+	s, err := proxy.New(o, st)
 	if err != nil {
 		t.Fatal(err)
 	}

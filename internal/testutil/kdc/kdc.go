@@ -248,17 +248,20 @@ func write(t testing.TB, path, s string) {
 // freePort returns a port free on every address for TCP and UDP, as
 // krb5kdc binds it.
 func freePort(t testing.TB) string {
-	for {
-		ln, err := net.Listen("tcp", ":0")
+	p, err := testutil.PickPort(func(p string) error {
+		ln, err := net.Listen("tcp", ":"+p)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		_, p, _ := net.SplitHostPort(ln.Addr().String())
+		defer ln.Close()
 		u, err := net.ListenPacket("udp", ":"+p)
-		ln.Close()
-		if err == nil {
-			u.Close()
-			return p
+		if err != nil {
+			return err
 		}
+		return u.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return p
 }

@@ -9,21 +9,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/netns"
 )
 
 func freePort() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testutil.PickPort(testutil.ListenCheck(net.Listen, "127.0.0.1"))
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return p
 }
 
 // tails returns the last lines of each log in dir.

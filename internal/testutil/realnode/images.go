@@ -43,7 +43,8 @@ func main() {
 
 // getSource is the client image's Go HTTP client (/bin/get): it reads the
 // proxy variables as every Go program does (http.ProxyFromEnvironment)
-// unless -direct, and prints the status line and the body.
+// unless -direct, sends -X METHOD with -H "Name: value" if given, and
+// prints the status line and the body.
 const getSource = `package main
 
 import (
@@ -53,12 +54,15 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
 func main() {
 	insecure := flag.Bool("k", false, "do not verify the server's certificate")
 	direct := flag.Bool("direct", false, "ignore the proxy variables")
+	method := flag.String("X", "GET", "the request's method")
+	header := flag.String("H", "", "a request header, \"Name: value\"")
 	flag.Parse()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: *insecure}
@@ -66,7 +70,15 @@ func main() {
 		tr.Proxy = nil
 	}
 	c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
-	resp, err := c.Get(flag.Arg(0))
+	req, err := http.NewRequest(*method, flag.Arg(0), nil)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	if k, v, ok := strings.Cut(*header, ":"); ok {
+		req.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)

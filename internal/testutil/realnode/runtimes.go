@@ -48,16 +48,23 @@ var runtimePackages = map[string][]string{
 	"ruby":   {"ruby", "ruby3.1", "libruby3.1", "rubygems-integration", "ruby-rubygems"},
 }
 
-// The clients, one per runtime. Each prints the status code on its first
-// line and the body after it, and exits non-zero on an error (a refused
-// certificate included).
+// The clients, one per runtime: url [method [header]], where header is
+// "Name: value" (the interception tests send a method and a credential of
+// the pod's own). Each prints the status code on its first line and the
+// body after it, and exits non-zero on an error (a refused certificate
+// included).
 const (
 	pyClient = `import sys, requests
-r = requests.get(sys.argv[1], timeout=20)
+a = sys.argv[1:]
+h = dict([[s.strip() for s in a[2].split(":", 1)]]) if len(a) > 2 else {}
+r = requests.request(a[1] if len(a) > 1 else "GET", a[0], headers=h, timeout=20)
 print(r.status_code)
 sys.stdout.write(r.text)
 `
-	nodeClient = `const r = await fetch(process.argv[2], { signal: AbortSignal.timeout(20000) });
+	nodeClient = `const [url, method = "GET", header] = process.argv.slice(2);
+const headers = {};
+if (header) { const i = header.indexOf(":"); headers[header.slice(0, i).trim()] = header.slice(i + 1).trim(); }
+const r = await fetch(url, { method, headers, signal: AbortSignal.timeout(20000) });
 console.log(r.status);
 process.stdout.write(await r.text());
 `
@@ -70,21 +77,37 @@ import java.time.Duration;
 public class Get {
     public static void main(String[] args) throws Exception {
         HttpClient c = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(20)).build();
-        HttpRequest req = HttpRequest.newBuilder(URI.create(args[0])).timeout(Duration.ofSeconds(20)).build();
-        HttpResponse<String> r = c.send(req, HttpResponse.BodyHandlers.ofString());
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(args[0])).timeout(Duration.ofSeconds(20))
+            .method(args.length > 1 ? args[1] : "GET", HttpRequest.BodyPublishers.noBody());
+        if (args.length > 2) {
+            int i = args[2].indexOf(':');
+            b.header(args[2].substring(0, i).trim(), args[2].substring(i + 1).trim());
+        }
+        HttpResponse<String> r = c.send(b.build(), HttpResponse.BodyHandlers.ofString());
         System.out.println(r.statusCode());
         System.out.print(r.body());
     }
 }
 `
 	rubyClient = `require "net/http"
-r = Net::HTTP.get_response(URI(ARGV[0]))
+u = URI(ARGV[0])
+req = Net::HTTPGenericRequest.new(ARGV[1] || "GET", false, true, u)
+if ARGV[2]
+  k, v = ARGV[2].split(":", 2)
+  req[k.strip] = v.strip
+end
+r = Net::HTTP.start(u.host, u.port, use_ssl: u.scheme == "https") { |h| h.request(req) }
 puts r.code
 print r.body
 `
 	curlClient = `#!/bin/sh
 set -e
-curl -sS --max-time 20 -o /tmp/curl-body -w '%{http_code}\n' "$1"
+url=$1 method=${2:-GET}
+if [ -n "$3" ]; then
+	curl -sS --max-time 20 -X "$method" -H "$3" -o /tmp/curl-body -w '%{http_code}\n' "$url"
+else
+	curl -sS --max-time 20 -X "$method" -o /tmp/curl-body -w '%{http_code}\n' "$url"
+fi
 cat /tmp/curl-body
 `
 )
@@ -92,19 +115,42 @@ cat /tmp/curl-body
 // RuntimeCommand is the command that fetches url with runtime (curl,
 // python, node, java, ruby, go) in the runtimes image.
 func RuntimeCommand(runtime, url string) []string {
+	return RuntimeRequest(runtime, url, "", "")
+}
+
+// RuntimeRequest is RuntimeCommand with a method and a header
+// ("Name: value"); empty means GET and none.
+func RuntimeRequest(runtime, url, method, header string) []string {
+	var args []string
+	if method != "" || header != "" {
+		if method == "" {
+			method = "GET"
+		}
+		args = append(args, method)
+		if header != "" {
+			args = append(args, header)
+		}
+	}
 	switch runtime {
 	case "curl":
-		return []string{"/opt/clients/get-curl", url}
+		return append([]string{"/opt/clients/get-curl", url}, args...)
 	case "python":
-		return []string{"/usr/bin/python3", "/opt/clients/get.py", url}
+		return append([]string{"/usr/bin/python3", "/opt/clients/get.py", url}, args...)
 	case "node":
-		return []string{"/usr/local/bin/node", "/opt/clients/get.mjs", url}
+		return append([]string{"/usr/local/bin/node", "/opt/clients/get.mjs", url}, args...)
 	case "java":
-		return []string{"/usr/bin/java", "-cp", "/opt/clients", "Get", url}
+		return append([]string{"/usr/bin/java", "-cp", "/opt/clients", "Get", url}, args...)
 	case "ruby":
-		return []string{"/usr/bin/ruby", "/opt/clients/get.rb", url}
+		return append([]string{"/usr/bin/ruby", "/opt/clients/get.rb", url}, args...)
 	case "go":
-		return []string{"/bin/get", url}
+		g := []string{"/bin/get"}
+		if len(args) > 0 {
+			g = append(g, "-X", args[0])
+		}
+		if len(args) > 1 {
+			g = append(g, "-H", args[1])
+		}
+		return append(g, url)
 	}
 	panic("realnode: no runtime " + runtime)
 }

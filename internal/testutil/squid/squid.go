@@ -44,6 +44,70 @@ type Options struct {
 	// namespace; Listen is then an address there ("" means 127.0.0.1 with a
 	// port free there).
 	Namespace Namespace
+	// Bump, when set, makes Squid a corporate proxy that intercepts TLS:
+	// Debian's squid-openssl (scripts/deps/33-squid-openssl.sh) ssl-bumps
+	// every CONNECT with leaves signed by the CA.
+	Bump *Bump
+}
+
+// Bump is the ssl-bump of a Squid: its CA and the CAs it verifies origins
+// with.
+type Bump struct {
+	CACert, CAKey []byte // PEM; the CA that signs the leaves clients see
+	OriginCAFile  string // PEM CAs origins are verified with; "" = the system's
+}
+
+// OpenSSLBinary is the squid of Debian's squid-openssl, unpacked by
+// scripts/deps/33-squid-openssl.sh (testutil.Missing when it is not).
+func OpenSSLBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(testutil.CacheDir(), "bench", "squid-openssl", "usr", "sbin", "squid")
+	if _, err := os.Stat(bin); err != nil {
+		testutil.Missing(t, "squid-openssl is not unpacked at "+bin+" (scripts/deps/33-squid-openssl.sh)")
+	}
+	return bin
+}
+
+// bumpConf writes what ssl-bump needs into dir (Squid's user must read it)
+// and returns the http_port options and the configuration lines.
+func bumpConf(t testing.TB, bin, dir string, b *Bump) (port, conf string) {
+	t.Helper()
+	root := filepath.Dir(filepath.Dir(filepath.Dir(bin))) // .../usr/sbin/squid
+	src, err := os.ReadFile(filepath.Join(root, "usr", "lib", "squid", "security_file_certgen"))
+	if err != nil {
+		testutil.Missing(t, "squid-openssl's security_file_certgen: "+err.Error()+" (scripts/deps/33-squid-openssl.sh)")
+	}
+	// Squid runs its helpers as its own user ("proxy"), which may not
+	// reach the cache under root's home: a copy here.
+	certgen := filepath.Join(dir, "security_file_certgen")
+	if err := os.WriteFile(certgen, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "ssl_db")
+	if out, err := exec.Command(certgen, "-c", "-s", db, "-M", "4MB").CombinedOutput(); err != nil {
+		t.Fatalf("%s -c: %v\n%s", certgen, err, out)
+	}
+	filepath.WalkDir(db, func(p string, _ os.DirEntry, _ error) error { os.Chmod(p, 0o777); return nil })
+	// Squid reads the CA as one file, the certificate and the key.
+	ca := filepath.Join(dir, "bump-ca.pem")
+	if err := os.WriteFile(ca, append(append([]byte{}, b.CACert...), b.CAKey...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port = " ssl-bump tls-cert=" + ca + " generate-host-certificates=on dynamic_cert_mem_cache_size=4MB"
+	conf = "sslcrtd_program " + certgen + " -s " + db + " -M 4MB\nsslcrtd_children 2 startup=1 idle=1\n" +
+		"acl step1 at_step SslBump1\nssl_bump peek step1\nssl_bump bump all\n"
+	if b.OriginCAFile != "" {
+		origin := filepath.Join(dir, "origin-ca.pem")
+		pem, err := os.ReadFile(b.OriginCAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(origin, pem, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		conf += "tls_outgoing_options cafile=" + origin + "\n"
+	}
+	return port, conf
 }
 
 // Namespace is where Squid runs when not in the test's own network
@@ -72,7 +136,12 @@ type Squid struct {
 // Start runs Squid until the test ends.
 func Start(t testing.TB, o Options) *Squid {
 	t.Helper()
-	bin := testutil.NeedTool(t, "squid")
+	var bin string
+	if o.Bump != nil {
+		bin = OpenSSLBinary(t)
+	} else {
+		bin = testutil.NeedTool(t, "squid")
+	}
 	dir, err := os.MkdirTemp("", "egret-squid-")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +153,12 @@ func Start(t testing.TB, o Options) *Squid {
 		listen = "127.0.0.1:" + freePort(t, o.Namespace)
 	}
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "http_port %s\n", listen)
+	if o.Bump != nil {
+		port, bump := bumpConf(t, bin, dir, o.Bump)
+		fmt.Fprintf(&conf, "http_port %s%s\n%s", listen, port, bump)
+	} else {
+		fmt.Fprintf(&conf, "http_port %s\n", listen)
+	}
 	switch {
 	case o.Auth == AuthNTLM:
 		helper := "/usr/lib/squid/ntlm_fake_auth"
@@ -241,12 +315,10 @@ func freePort(t testing.TB, ns Namespace) string {
 	if ns != nil {
 		listen = ns.Listen
 	}
-	ln, err := listen("tcp", "127.0.0.1:0")
+	p, err := testutil.PickPort(testutil.ListenCheck(listen, "127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	_, p, _ := net.SplitHostPort(ln.Addr().String())
 	return p
 }
 

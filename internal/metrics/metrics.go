@@ -94,6 +94,9 @@ type Metrics struct {
 	// GuardRefusals counts destinations the SSRF guard refused, by address
 	// class (loopback, private, link_local, ...).
 	GuardRefusals *prometheus.CounterVec
+	// AccessLogDropped counts access log lines dropped because the log's
+	// output fell behind (its queue was full).
+	AccessLogDropped prometheus.Counter
 	// Policy is per-workload egress (policy.go).
 	Policy *Policy
 }
@@ -195,6 +198,10 @@ func New(ver string) *Metrics {
 			Name: "egret_proxy_guard_refusals_total",
 			Help: "Destinations the SSRF guard refused, by address class.",
 		}, []string{"class"}),
+		AccessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "egret_proxy_access_log_dropped_total",
+			Help: "Access log lines dropped because the log's output fell behind (the queue of lines to write was full).",
+		}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "egret_build_info",
@@ -213,7 +220,7 @@ func New(ver string) *Metrics {
 	m.collectors = []prometheus.Collector{m.Requests, m.Duration, m.TunnelsOpen, m.Bytes, m.UpstreamConnect,
 		m.UpstreamErrors, m.UpstreamResponses, m.UpstreamAttempts, m.UpstreamMemberDown, m.UpstreamProbes,
 		m.CredentialFallbacks, m.BreakerTransitions, m.LimitRejections, m.PolicyDenials, m.WouldDeny, m.live,
-		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, info,
+		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, m.AccessLogDropped, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	m.intercept = newInterceptCollector()
 	m.collectors = append(m.collectors, m.intercept)

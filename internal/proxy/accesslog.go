@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -149,14 +150,22 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 			m.WouldDeny.Inc()
 		}
 	}
-	if s.alog == nil {
-		return
+	if s.alog != nil {
+		// The line is encoded and written off this goroutine: a copy of
+		// the event goes to the logger's queue (nothing allocated).
+		s.alog.log(logRecord{ev: *ev, now: now, dur: dur, action: action, reason: reason, pool: pool})
 	}
+}
+
+// writeLine encodes r's access log line and writes it: on the logger's
+// goroutine (accessLogger.run).
+func writeLine(out io.Writer, r *logRecord) {
+	ev := &r.ev
 	msg := "request"
 	if ev.kind != metrics.KindHTTP {
 		msg = "tunnel"
 	}
-	l := newLine(now, msg)
+	l := newLine(r.now, msg)
 	l.str(logKind, ev.kind)
 	l.str(logClient, ev.client)
 	logWorkload(l, ev)
@@ -178,16 +187,16 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 	if ev.url != "" {
 		l.str(logURL, ev.url)
 	}
-	l.str(logAction, action)
-	l.str(logReason, reason)
+	l.str(logAction, r.action)
+	l.str(logReason, r.reason)
 	if ev.decided {
 		l.detail(logDetail, &ev.dec)
 		if ev.dec.WouldDeny != "" {
 			l.str(logWouldDeny, ev.dec.WouldDeny)
 		}
 	}
-	if pool != "" {
-		l.str(logPool, pool)
+	if r.pool != "" {
+		l.str(logPool, r.pool)
 	}
 	if ev.member != "" {
 		l.str(logUpstream, ev.member)
@@ -202,8 +211,8 @@ func (s *Server) finishWith(ev *event, mc *meters) {
 	if ev.connect > 0 {
 		l.ms(logConnectMS, ev.connect)
 	}
-	l.ms(logDuration, dur)
-	s.alog.Write(l.end())
+	l.ms(logDuration, r.dur)
+	out.Write(l.end())
 	l.release()
 }
 

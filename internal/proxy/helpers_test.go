@@ -41,8 +41,22 @@ type testProxy struct {
 	*Server
 	Addr    string
 	URL     *url.URL
-	Log     *testutil.SyncBuffer
+	Log     *flushLog
 	Metrics *metrics.Metrics
+}
+
+// flushLog is a test proxy's log (the process log and the access log):
+// String returns it once the access log lines of what ended, and of the
+// requests being answered, are written (Server.FlushAccessLog) — the
+// lines are written off the connections' goroutines.
+type flushLog struct {
+	*testutil.SyncBuffer
+	s *Server
+}
+
+func (l *flushLog) String() string {
+	l.s.FlushAccessLog()
+	return l.SyncBuffer.String()
 }
 
 type proxyConf struct {
@@ -117,7 +131,7 @@ func startProxyWith(t testing.TB, pc proxyConf, edit func(*Options)) *testProxy 
 		}
 	})
 	u, _ := url.Parse("http://" + ln.Addr().String())
-	return &testProxy{Server: s, Addr: ln.Addr().String(), URL: u, Log: logs, Metrics: m}
+	return &testProxy{Server: s, Addr: ln.Addr().String(), URL: u, Log: &flushLog{SyncBuffer: logs, s: s}, Metrics: m}
 }
 
 func (p *testProxy) client() *http.Client {

@@ -87,12 +87,25 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 		Origin: origin,
 		// Every further connection to the origin is the tunnel's own dial
 		// again: the addresses admission settled (judged, and allowed by
-		// the SSRF guard), never a new lookup, or the same pool.
+		// the SSRF guard), never a new lookup, or the same pool. It is a
+		// new connection to the destination, so it takes the
+		// destination's slot and asks its breaker as admission did, and
+		// tells the breaker how it went; closing it gives the slot back.
 		Dial: func(ctx context.Context) (net.Conn, error) {
-			c, err := s.dial(ctx, a)
+			var l lease
+			breaker, err := s.admitDest(a.dest, false, &l)
 			if err != nil {
+				return nil, s.limitErr(err)
+			}
+			c, err := s.dial(ctx, a)
+			if breaker {
+				s.reportDest(a.dest, err)
+			}
+			if err != nil {
+				l.end()
 				return nil, err
 			}
+			c.lease.take(&l)
 			return transport.WithPrefix(c, c.Prefix), nil
 		},
 		// An exempt server name stays an opaque tunnel to the connection

@@ -111,7 +111,7 @@ func (st *State) pool(name string) *upstream.Pool {
 type Server struct {
 	opts  Options
 	log   *slog.Logger
-	alog  io.Writer
+	alog  *accessLogger // nil: no access log
 	m     *metrics.Metrics
 	state atomic.Pointer[State]
 
@@ -200,7 +200,13 @@ func New(opts Options, st *State) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.alog = opts.AccessLog
+	if opts.AccessLog != nil {
+		var dropped prometheus.Counter
+		if s.m != nil {
+			dropped = s.m.AccessLogDropped
+		}
+		s.alog = newAccessLogger(opts.AccessLog, s.log, dropped)
+	}
 	s.events = s.poolEvents()
 	if err := s.SetState(st); err != nil {
 		return nil, err
@@ -286,6 +292,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeConns()
 	s.tr.Close()
 	s.cancel()
+	if s.alog != nil {
+		s.alog.flush(2 * time.Second) // the lines of what ended are written
+	}
 	select {
 	case <-s.stop:
 	default:

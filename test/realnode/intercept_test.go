@@ -38,6 +38,11 @@ import (
 //     Proxy-Status, and never reaches the origin;
 //   - a pod the policy does not select gets an opaque tunnel: it sees the
 //     origin's own certificate, the origin its own credential;
+//   - a pod in sidecar mode gets the same (the sidecar never terminates
+//     TLS: the gateway intercepts its tunnel);
+//   - the interception CA rotates through the kubelet's Secret volume
+//     (announce, switch) with no restart, and new processes of the running
+//     pod trust the new leaves;
 //   - the credential is in no gateway log and no pod spec;
 //   - a new value of the Secret serves the next requests, no restart.
 func TestInterceptOverlay(t *testing.T) {
@@ -82,6 +87,8 @@ func TestInterceptOverlay(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "egret.yaml"), []byte(manifests), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An earlier test's install (TestHelm's, say) may still be going.
+	n.KubectlCmd(context.Background(), "wait", "--for=delete", "namespace/egret-system", "--timeout=3m").Run()
 	n.KubectlT(t, "create", "namespace", "egret-system")
 	t.Cleanup(func() { uninstall(t, n, dir) })
 	if o, err := shell(t, n, dir, docBlock(t, "docs/interception.md", "intercept-ca-secret")); err != nil {
@@ -91,7 +98,9 @@ func TestInterceptOverlay(t *testing.T) {
 	// it unless allowed.
 	n.KubectlT(t, "create", "secret", "generic", "egret-upstream", "-n", "egret-system",
 		"--from-literal=EGRET_SSRF_ALLOW_CIDRS="+out.IP+"/32")
-	// shop holds the grant's Role: it exists before the install.
+	// shop holds the grant's Role: it exists before the install. An
+	// earlier test's shop (TestGatewayInstall) may still be terminating.
+	n.KubectlCmd(context.Background(), "wait", "--for=delete", "namespace/shop", "--timeout=2m").Run()
 	ns := namespace(t, n, "shop", map[string]string{"egret.io/inject": "enabled"})
 	if o, err := shell(t, n, dir, "kubectl apply --server-side -f egret.yaml"); err != nil {
 		t.Fatalf("install: %v\n%s", err, o)
@@ -134,14 +143,23 @@ func TestInterceptOverlay(t *testing.T) {
 	}
 	n.KubectlT(t, "apply", "-f", filepath.Join(dir, "secret.yaml"), "-f", filepath.Join(dir, "policy.yaml"))
 
+	waitCAInjected(t, n, ns)
 	agent := interceptPod(t, n, ns, "agent-1", image, map[string]string{"app": "agent"}, realnode.Runtimes)
 	other := interceptPod(t, n, ns, "other", image, nil, []string{"curl"})
+	// Sidecar mode: the runtimes reach egret's sidecar, which sends the
+	// site to the gateway as an opaque CONNECT (it never terminates TLS).
+	side := interceptPod(t, n, ns, "agent-sidecar", image, map[string]string{"app": "agent"}, []string{"curl", "python"}, "egret.io/mode", "sidecar")
+	if len(side.Spec.InitContainers) == 0 || side.Spec.InitContainers[0].Name != "egret-proxy" {
+		t.Fatalf("sidecar mode: init containers %+v", side.Spec.InitContainers)
+	}
 	for _, c := range agent.Spec.Containers {
 		if v, _ := envOf(c, "HTTPS_PROXY"); !strings.Contains(v, "egret-gateway") {
 			t.Fatalf("container %s not injected with the gateway: %v", c.Name, c.Env)
 		}
 		if v, _ := envOf(c, "SSL_CERT_FILE"); v != "/etc/egret/trust/ca-bundle.pem" {
-			t.Fatalf("container %s not injected with the CA bundle: %v", c.Name, c.Env)
+			t.Fatalf("container %s not injected with the CA bundle: %v\npod annotations %v\n%s\n%s", c.Name, c.Env, agent.Annotations,
+				n.KubectlT(t, "get", "configmap", "-n", ns, "egret-trust-bundle", "-o", "jsonpath={.metadata}"),
+				n.KubectlT(t, "logs", "-n", "egret-system", "-l", "app.kubernetes.io/name=egret-webhook", "--tail=40", "--prefix"))
 		}
 	}
 	step("pods")
@@ -220,6 +238,91 @@ func TestInterceptOverlay(t *testing.T) {
 			t.Errorf("the origin received %q through the opaque tunnel, want the pod's own credential", redact(got, token))
 		}
 	})
+
+	// Sidecar mode: the gateway knows the pod by its address (the
+	// sidecar's connections come from it) and intercepts the same way.
+	t.Run("sidecar-mode", func(t *testing.T) {
+		for _, rt := range []string{"curl", "python"} {
+			path := "/v1/sidecar/" + rt
+			status, o, err := request(n, ns, side.Name, rt, "https://"+host+path, "GET", "Authorization: Bearer pod-own-sidecar")
+			if err != nil || status != 200 || org.auth(path) != "Bearer "+token {
+				t.Errorf("%s through the sidecar: status %d, %v, the origin saw %q, want 200 with the Secret's credential\n%s",
+					rt, status, err, redact(org.auth(path), token), o)
+			}
+		}
+		if status, o, _ := request(n, ns, side.Name, "curl", "https://"+host+"/admin/sidecar", "POST", ""); status != 403 {
+			t.Errorf("POST /admin through the sidecar: status %d, want 403\n%s", status, o)
+		}
+	})
+
+	// The interception CA rotates as docs/interception.md says, through
+	// the real kubelet's Secret volume: announce (trust.crt: the new CA;
+	// the gateway publishes both, the webhook puts both in the bundle, the
+	// kubelet updates the running pod's files), then switch (the new CA
+	// signs, the old one in trust.crt). New processes of the running pod
+	// trust the new leaves; no restart.
+	t.Run("ca-rotation", func(t *testing.T) {
+		ctx := context.Background()
+		ca2PEM, key2PEM, err := intercept.GenerateCA("egret interception CA 2", 24*time.Hour, []string{"openai.example"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setCA := func(data map[string][]byte) {
+			s, err := n.Client.CoreV1().Secrets("egret-system").Get(ctx, "egret-intercept-ca", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Data = data
+			if _, err := n.Client.CoreV1().Secrets("egret-system").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rot := time.Now()
+		setCA(map[string][]byte{"tls.crt": caPEM, "tls.key": keyPEM, "trust.crt": ca2PEM})
+		l2 := strings.Split(strings.TrimSpace(string(ca2PEM)), "\n")
+		marker2 := l2[len(l2)/2]
+		for {
+			b, _ := n.KubectlCmd(ctx, "exec", "-n", ns, agent.Name, "-c", "curl", "--", "cat", "/etc/egret/trust/ca-bundle.pem").Output()
+			if strings.Contains(string(b), marker2) && strings.Contains(string(b), marker) {
+				break
+			}
+			if time.Since(rot) > 2*time.Minute {
+				t.Fatalf("announce: the running pod's bundle lacks both CAs after %s", time.Since(rot).Round(time.Second))
+			}
+			time.Sleep(2 * time.Second)
+		}
+		t.Logf("announce: both CAs in the running pod's bundle %s after the Secret's update", time.Since(rot).Round(time.Second))
+		sw := time.Now()
+		setCA(map[string][]byte{"tls.crt": ca2PEM, "tls.key": key2PEM, "trust.crt": caPEM})
+		for i := 0; ; i++ {
+			o, err := n.KubectlCmd(ctx, "exec", "-n", ns, agent.Name, "-c", "curl", "--",
+				"curl", "-sSv", "--max-time", "20", "-o", "/dev/null", fmt.Sprintf("https://%s/v1/switch-%d", host, i)).CombinedOutput()
+			if err == nil && strings.Contains(string(o), "egret interception CA 2") {
+				break
+			}
+			if time.Since(sw) > 90*time.Second {
+				t.Fatalf("switch: the gateway does not sign with the new CA after %s: %v\n%s", time.Since(sw).Round(time.Second), err, o)
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("switch: leaves of the new CA %s after the Secret's update", time.Since(sw).Round(time.Second))
+		for _, rt := range []string{"python", "node", "java", "go"} {
+			path := "/v1/switched/" + rt
+			if status, o, err := request(n, ns, agent.Name, rt, "https://"+host+path, "GET", ""); err != nil || status != 200 {
+				t.Errorf("%s after the switch: status %d, %v\n%s", rt, status, err, o)
+			}
+		}
+		pods, err := n.Client.CoreV1().Pods("egret-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=egret-gateway"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if r := restarts(&p); r != 0 {
+				t.Errorf("gateway %s restarted %d times", p.Name, r)
+			}
+		}
+	})
+	step("ca rotation")
 
 	// Rotation: the Secret's new value serves the next requests.
 	var token2 string
@@ -348,10 +451,14 @@ func redact(s, secret string) string {
 }
 
 // interceptPod creates a pod with a container per runtime of runtimes (the
-// runtimes image, sleeping) and returns it once Ready.
-func interceptPod(t testing.TB, n *realnode.Node, ns, name, image string, labels map[string]string, runtimes []string) *corev1.Pod {
+// runtimes image, sleeping), labels and annotations (name, value, ...)
+// and returns it once Ready.
+func interceptPod(t testing.TB, n *realnode.Node, ns, name, image string, labels map[string]string, runtimes []string, annotations ...string) *corev1.Pod {
 	t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: map[string]string{}}}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		p.Annotations[annotations[i]] = annotations[i+1]
+	}
 	p.Spec.TerminationGracePeriodSeconds = new(int64)
 	for _, rt := range runtimes {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: rt, Image: image, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}})
@@ -392,4 +499,32 @@ func gatewayLogs(t testing.TB, n *realnode.Node) string {
 	o, _ := n.KubectlCmd(context.Background(), "logs", "-n", "egret-system", "-l", "app.kubernetes.io/name=egret-gateway",
 		"--tail=-1", "--prefix", "--max-log-requests=10").CombinedOutput()
 	return string(o)
+}
+
+// waitCAInjected waits until the webhook injects the trust bundle into a
+// pod of ns (a server-side dry run: every webhook replica has built the
+// bundle the namespace's ConfigMap holds). Once in 4 runs the first pods
+// after the install were injected without the CA and without the warning
+// that says why; the dry run's warnings are logged.
+func waitCAInjected(t testing.TB, n *realnode.Node, ns string) {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dry-run", Namespace: ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: realnode.ClientImage, Command: []string{"sleep", "1"}}}}}
+	start := time.Now()
+	for i := 0; ; i++ {
+		got, err := n.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			if _, ok := envOf(got.Spec.Containers[0], "SSL_CERT_FILE"); ok {
+				if i > 0 {
+					t.Logf("the webhook injected the CA after %d dry runs (%s)", i+1, time.Since(start).Round(time.Second))
+				}
+				return
+			}
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("the webhook does not inject the CA into pods of %s after %s: %v\n%s", ns, time.Since(start).Round(time.Second), err,
+				n.KubectlT(t, "logs", "-n", "egret-system", "-l", "app.kubernetes.io/name=egret-webhook", "--tail=40", "--prefix"))
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"egret.io/egret/internal/intercept"
+	"egret.io/egret/internal/limit"
 	"egret.io/egret/internal/proxy"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/dnstest"
@@ -60,6 +62,9 @@ type rawOrigin struct {
 	raw  bytes.Buffer
 	reqs []*http.Request
 	tls  int // completed TLS handshakes
+	// slow counts requests for /slow..., which are never answered, and
+	// slowEnded those whose connection egret closed.
+	slow, slowEnded atomic.Int32
 }
 
 func (o *rawOrigin) serve(t *testing.T, ln net.Listener, cert tls.Certificate) {
@@ -88,6 +93,13 @@ func (o *rawOrigin) serve(t *testing.T, ln net.Listener, cert tls.Certificate) {
 			o.reqs = append(o.reqs, req)
 			n := len(o.reqs)
 			o.mu.Unlock()
+			if strings.HasPrefix(req.URL.Path, "/slow") {
+				// Never answer: wait until egret closes the connection.
+				o.slow.Add(1)
+				tc.Read(make([]byte, 1))
+				o.slowEnded.Add(1)
+				return
+			}
 			fmt.Fprintf(tc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\nok %d", len(fmt.Sprint("ok ", n)), n)
 			if req.Close {
 				return
@@ -115,7 +127,7 @@ func (o *rawOrigin) seen() (string, []*http.Request) {
 }
 
 // startIntercepting starts the gateway of the interception tests.
-func startIntercepting(t *testing.T) *ilab {
+func startIntercepting(t *testing.T, opts ...func(*proxy.Options)) *ilab {
 	t.Helper()
 	l := &ilab{origin: &rawOrigin{}, bad: &rawOrigin{}}
 	originCA, rogueCA := tlslab.NewCA(t, "origin CA"), tlslab.NewCA(t, "nobody's CA")
@@ -146,7 +158,7 @@ func startIntercepting(t *testing.T) *ilab {
 	l.roots.AppendCertsFromPEM(certPEM)
 	originRoots := x509.NewCertPool()
 	originRoots.AddCert(originCA.Cert)
-	l.eng = &intercept.Engine{Issuer: l.iss, RootCAs: originRoots, HandshakeTimeout: 2 * time.Second, MaxOriginConns: 2}
+	l.eng = &intercept.Engine{Issuer: l.iss, RootCAs: originRoots, HandshakeTimeout: 2 * time.Second}
 
 	dir := t.TempDir()
 	for name, v := range map[string]string{"token": injectedToken, "key": injectedKey} {
@@ -189,9 +201,14 @@ func startIntercepting(t *testing.T) *ilab {
 	}
 	l.log = &testutil.SyncBuffer{}
 	alog := slog.New(slog.NewJSONHandler(l.log, nil)) // each request's line, as proxyd writes it
-	l.eng.Log = func(ev *intercept.Event) { alog.LogAttrs(context.Background(), slog.LevelInfo, "request", ev.Attrs()...) }
+	l.eng.Log = func(ev *intercept.Event) {
+		alog.LogAttrs(context.Background(), slog.LevelInfo, "request", ev.Attrs()...)
+	}
 	l.gateway = startGateway(t, nil, answers, func(o *proxy.Options) {
 		o.Intercept = &proxy.Interception{Engine: l.eng, Sites: sites}
+		for _, f := range opts {
+			f(o)
+		}
 	})
 	return l
 }
@@ -524,7 +541,6 @@ func (f *h2conn) response(t *testing.T, stream uint32) (int, string) {
 	}
 }
 
-
 // TestInterceptSmuggling: inside an intercepted tunnel egret frames every
 // request it sends on itself; no ambiguity of the client's framing —
 // Content-Length beside Transfer-Encoding, an obfuscated
@@ -536,7 +552,7 @@ func TestInterceptSmuggling(t *testing.T) {
 	const hidden = "GET /admin HTTP/1.1\r\nHost: api.test\r\n\r\n"
 	for name, raw := range map[string]string{
 		"cl-te":         "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nContent-Length: 45\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + hidden,
-		"te-cl":         "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n2d\r\n" + hidden + "\r\n0\r\n\r\n",
+		"te-cl":         "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" + fmt.Sprintf("%x", len(hidden)) + "\r\n" + hidden + "\r\n0\r\n\r\n",
 		"te-xchunked":   "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: xchunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n" + hidden,
 		"te-list":       "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: identity, chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n" + hidden,
 		"te-twice":      "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n" + hidden,
@@ -547,13 +563,14 @@ func TestInterceptSmuggling(t *testing.T) {
 		"cl-list":       "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0, 45\r\n\r\n" + hidden,
 		"cl-plus":       "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nContent-Length: +45\r\n\r\n" + hidden,
 		"chunk-ext":     "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n0;x=\"\r\n\"\r\n\r\n" + hidden,
-		"chunk-lf":      "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n2d\n" + hidden + "\n0\n\n",
+		"chunk-lf":      "POST /v1/a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x", len(hidden)) + "\n" + hidden + "\n0\n\n",
 		"bare-lf":       "POST /v1/a HTTP/1.1\nHost: api.test\nContent-Length: 45\n\n" + hidden,
 		"bare-cr":       "GET /v1/a HTTP/1.1\rHost: api.test\r\n\r\n" + hidden,
 		"nul-header":    "GET /v1/a HTTP/1.1\r\nHost: api.test\r\nX-A: b\x00c\r\n\r\n" + hidden,
 		"http10-te":     "POST /v1/a HTTP/1.0\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n0\r\n\r\n" + hidden,
 	} {
 		t.Run(name, func(t *testing.T) {
+			raw = strings.Replace(raw, "/v1/a", "/v1/"+name, 1) // whose request the origin got (one may land after its subtest)
 			_, before := l.origin.seen()
 			tc, err := l.tunnel(t, "connect", "api.test", "api.test")
 			if err != nil {
@@ -576,52 +593,52 @@ func TestInterceptSmuggling(t *testing.T) {
 				if strings.Contains(strings.ToLower(r.URL.Path), "admin") {
 					t.Errorf("the origin got %s %s past the rules", r.Method, r.URL)
 				}
-				if len(r.TransferEncoding) > 0 && r.Header.Get("Content-Length") != "" {
+				if r.URL.Path == "/v1/"+name && len(r.TransferEncoding) > 0 && r.Header.Get("Content-Length") != "" {
 					t.Errorf("the origin got both Transfer-Encoding and Content-Length")
 				}
 			}
 		})
 	}
 
-	h2cases := map[string]func(f *h2conn){
-		"content-length-short": func(f *h2conn) {
-			f.headers(t, 1, false, ":method", "POST", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "content-length", "5")
+	h2cases := map[string]func(f *h2conn, path string){
+		"content-length-short": func(f *h2conn, path string) {
+			f.headers(t, 1, false, ":method", "POST", ":scheme", "https", ":authority", "api.test", ":path", path, "content-length", "5")
 			f.fr.WriteData(1, true, []byte("hello"+hidden))
 		},
-		"content-length-long": func(f *h2conn) {
-			f.headers(t, 1, false, ":method", "POST", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "content-length", "500")
+		"content-length-long": func(f *h2conn, path string) {
+			f.headers(t, 1, false, ":method", "POST", ":scheme", "https", ":authority", "api.test", ":path", path, "content-length", "500")
 			f.fr.WriteData(1, true, []byte("hello"+hidden))
 		},
-		"crlf-in-value": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "x-a", "b\r\n\r\n"+hidden)
+		"crlf-in-value": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", path, "x-a", "b\r\n\r\n"+hidden)
 		},
-		"lf-in-value": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "x-a", "b\n\n"+hidden)
+		"lf-in-value": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", path, "x-a", "b\n\n"+hidden)
 		},
-		"crlf-in-name": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "x-a\r\n\r\n"+hidden+"x", "b")
+		"crlf-in-name": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", path, "x-a\r\n\r\n"+hidden+"x", "b")
 		},
-		"crlf-in-path": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a HTTP/1.1\r\nHost: api.test\r\n\r\n"+hidden)
+		"crlf-in-path": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", path+" HTTP/1.1\r\nHost: api.test\r\n\r\n"+hidden)
 		},
-		"crlf-in-method": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET /admin HTTP/1.1\r\nHost: api.test\r\n\r\nGET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a")
+		"crlf-in-method": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET /admin HTTP/1.1\r\nHost: api.test\r\n\r\nGET", ":scheme", "https", ":authority", "api.test", ":path", path)
 		},
-		"crlf-in-authority": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test\r\n\r\n"+hidden, ":path", "/v1/a")
+		"crlf-in-authority": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test\r\n\r\n"+hidden, ":path", path)
 		},
-		"transfer-encoding": func(f *h2conn) {
-			f.headers(t, 1, false, ":method", "POST", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "transfer-encoding", "chunked")
+		"transfer-encoding": func(f *h2conn, path string) {
+			f.headers(t, 1, false, ":method", "POST", ":scheme", "https", ":authority", "api.test", ":path", path, "transfer-encoding", "chunked")
 			f.fr.WriteData(1, true, []byte("0\r\n\r\n"+hidden))
 		},
-		"connection-header": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "connection", "keep-alive")
+		"connection-header": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", path, "connection", "keep-alive")
 		},
-		"upper-case-name": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "Transfer-Encoding", "chunked")
+		"upper-case-name": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", path, "Transfer-Encoding", "chunked")
 		},
-		"host-beside-authority": func(f *h2conn) {
-			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/v1/a", "host", "other.test")
+		"host-beside-authority": func(f *h2conn, path string) {
+			f.headers(t, 1, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", path, "host", "other.test")
 		},
 	}
 	for name, send := range h2cases {
@@ -629,7 +646,7 @@ func TestInterceptSmuggling(t *testing.T) {
 			_, before := l.origin.seen()
 			f, tc := l.h2(t, "api.test")
 			defer tc.Close()
-			send(f)
+			send(f, "/v1/h2-"+name)
 			tc.SetReadDeadline(time.Now().Add(3 * time.Second))
 			st, _ := f.response(t, 1)
 			raw, after := l.origin.seen()
@@ -640,11 +657,11 @@ func TestInterceptSmuggling(t *testing.T) {
 				if r.Host != "api.test" && r.Host != "api.test:"+l.port {
 					t.Errorf("the origin got Host %q", r.Host)
 				}
-				if r.ContentLength == 500 {
-					// content-length-long: the origin got the declared length
-					// and fewer bytes, then egret's close (the client's stream
-					// ended short: an error, never a second request). The
-					// request may land after its subtest.
+				if r.URL.Path != "/v1/h2-"+name || name == "content-length-long" {
+					// Another subtest's, landed late; or content-length-long's:
+					// the declared length and fewer bytes, then egret's close
+					// (the client's stream ended short: an error, never a
+					// second request).
 					continue
 				}
 				if r.ContentLength > 5 || len(r.TransferEncoding) > 0 {
@@ -831,4 +848,74 @@ func TestInterceptClientHello(t *testing.T) {
 			t.Errorf("after 40 names: %+v, want at most the bound 16 cached", st)
 		}
 	})
+}
+
+// TestInterceptOriginConnsBounded: the connections the engine opens to an
+// origin beyond the tunnel's first (an HTTP/2 client's concurrent streams
+// to an HTTP/1.1 origin) take the destination's concurrency slot like any
+// connection to it: a client cannot hold more connections to a
+// destination through one tunnel than the limit lets all clients hold.
+func TestInterceptOriginConnsBounded(t *testing.T) {
+	l := startIntercepting(t, func(o *proxy.Options) {
+		o.Protection.Destinations = &limit.Destinations{Default: limit.Limit{MaxConcurrent: 2}}
+	})
+	f, tc := l.h2(t, "api.test")
+	defer tc.Close()
+	for i := uint32(0); i < 5; i++ {
+		f.headers(t, 1+2*i, true, ":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", fmt.Sprint("/slow/", i))
+	}
+	// The streams egret refuses are answered; the others wait.
+	refused := 0
+	tc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for refused < 3 {
+		fr, err := f.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if h, ok := fr.(*http2.MetaHeadersFrame); ok {
+			if st := h.PseudoValue("status"); st != "503" {
+				t.Errorf("stream %d: %s, want 503 (the destination's limit)", h.StreamID, st)
+			}
+			refused++
+		}
+	}
+	if n := l.origin.handshakes(); n > 2 || l.origin.slow.Load() > 2 {
+		t.Errorf("one tunnel holds %d connections to the origin (%d requests waiting), the destination's limit is 2", n, l.origin.slow.Load())
+	}
+	if refused != 3 {
+		t.Errorf("%d streams refused, want 3", refused)
+	}
+}
+
+// TestInterceptReapedEndsRequests: an intercepted tunnel closed by egret —
+// here the idle reaper, while a request waits for an origin that never
+// answers — ends what the engine has in flight for it: the origin's
+// connection is closed, the tunnel is logged and its slots are free.
+func TestInterceptReapedEndsRequests(t *testing.T) {
+	l := startIntercepting(t, func(o *proxy.Options) { o.Timeouts.TunnelIdle = 400 * time.Millisecond })
+	tc, err := l.tunnel(t, "connect", "api.test", "api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	io.WriteString(tc, "GET /slow HTTP/1.1\r\nHost: api.test\r\n\r\n")
+	deadline := time.Now().Add(5 * time.Second)
+	for l.origin.slowEnded.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l.origin.slow.Load() != 1 {
+		t.Fatalf("the origin got %d slow requests", l.origin.slow.Load())
+	}
+	if l.origin.slowEnded.Load() != 1 {
+		t.Error("the tunnel was reaped and the origin's connection is still open")
+	}
+	for !strings.Contains(l.gateway.log.String(), `"intercepted":true`) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(l.gateway.log.String(), `"intercepted":true`) {
+		t.Error("the reaped tunnel was never logged")
+	}
+	if n := l.s.OpenTunnels(); n != 0 {
+		t.Errorf("%d tunnels open", n)
+	}
 }

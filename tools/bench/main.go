@@ -53,6 +53,7 @@ type options struct {
 	jsonOut       string
 	require       bool
 	keep          bool
+	latencyRate   float64
 }
 
 // rawFlags are the flags parsed further after flag.Parse.
@@ -64,10 +65,11 @@ type rawFlags struct {
 func newFlags(o *options, raw *rawFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&raw.proxies, "proxies", defaultPeers, "comma-separated proxies to measure, in the table's order")
-	fs.StringVar(&raw.tests, "tests", strings.Join(allTests, ","), "comma-separated tests: http, setup, bulk, idle, intercept, intercept-ka")
+	fs.StringVar(&raw.tests, "tests", strings.Join(allTests, ","), "comma-separated tests: http, latency, setup, bulk, idle, intercept, intercept-ka")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; the proxies take turns inside each, the table shows medians")
 	fs.IntVar(&o.clients, "c", 16, "concurrent clients of the http and setup tests")
-	fs.DurationVar(&o.duration, "d", 3*time.Second, "duration of the http and setup tests")
+	fs.DurationVar(&o.duration, "d", 3*time.Second, "duration of the http, setup and latency tests")
+	fs.Float64Var(&o.latencyRate, "latency-rate", 0, "requests per second of the latency test (0: half of egret's keep-alive req/s in the same round's http test)")
 	fs.StringVar(&raw.bulk, "bulk", "1GiB", "bytes through one tunnel in the bulk test (suffixes KiB, MiB, GiB)")
 	fs.StringVar(&raw.idle, "idle", "5000,20000", "comma-separated counts of idle tunnels, ascending; RSS at each, and per tunnel from the first to the last")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", time.Minute, "longest the idle test spends opening the tunnels of one count")
@@ -257,6 +259,9 @@ type runner struct {
 	origin *origin
 	peers  []*peer
 	tls    *tlsLab // the intercept tests' CAs, TLS origin and client settings; nil without them
+	// saturation is egret's keep-alive req/s in the latest http test: the
+	// latency test offers half of it (latencyRate).
+	saturation float64
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -347,6 +352,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				res := r.measure(ctx, p, test)
 				res.Round = round
 				res.derive()
+				if test == testHTTP && p.Name == pEgret {
+					r.saturation = res.Metrics[mOps] // the latency test's rate derives from it
+				}
 				rep.Results = append(rep.Results, res)
 				fmt.Fprintf(stderr, "bench: round %d/%d %-6s %-14s %s\n", round, opt.rounds, test, p.Name, progress(res))
 				if ctx.Err() != nil {
@@ -410,6 +418,8 @@ func (r *runner) measure(ctx context.Context, p *peer, test string) Result {
 	switch test {
 	case testHTTP:
 		res = runHTTP(ctx, t, r.opt.clients, r.opt.duration)
+	case testLatency:
+		res = runLatency(ctx, t, r.opt.clients, r.latencyRate(r.saturation), r.opt.duration)
 	case testSetup:
 		res = runSetup(ctx, t, r.opt.clients, r.opt.duration)
 	case testBulk:
@@ -436,6 +446,11 @@ func (r *runner) measure(ctx context.Context, p *peer, test string) Result {
 func progress(r Result) string {
 	var s string
 	switch m := r.Metrics; r.Test {
+	case testLatency:
+		s = fmt.Sprintf("p99 %.2f ms, p50 %.2f ms at %s/s offered (%s/s done)", m[mP99], m[mP50], thousands(m[mOffered]), thousands(m[mOps]))
+		if v, ok := m[mCPUPerOp]; ok {
+			s += ", " + micros(v) + " CPU each"
+		}
 	case testHTTP, testSetup, testIntercept, testInterceptKA:
 		s = thousands(m[mOps]) + "/s"
 		if v, ok := m[mCPUPerOp]; ok {

@@ -13,10 +13,12 @@ import (
 
 // The tests, in the order they run inside a round.
 const (
-	testHTTP  = "http"
-	testSetup = "setup"
-	testBulk  = "bulk"
-	testIdle  = "idle"
+	testHTTP = "http"
+	// testLatency: keep-alive GETs at a fixed rate (latency.go).
+	testLatency = "latency"
+	testSetup   = "setup"
+	testBulk    = "bulk"
+	testIdle    = "idle"
 	// testIntercept: a new TLS connection per GET to an intercepted host
 	// (the client's handshake with the proxy's leaf, the proxy's with the
 	// origin); testInterceptKA: keep-alive GETs inside one intercepted TLS
@@ -25,7 +27,7 @@ const (
 	testInterceptKA = "intercept-ka"
 )
 
-var allTests = []string{testHTTP, testSetup, testBulk, testIdle, testIntercept, testInterceptKA}
+var allTests = []string{testHTTP, testLatency, testSetup, testBulk, testIdle, testIntercept, testInterceptKA}
 
 // interceptTest reports whether test needs a proxy that intercepts TLS.
 func interceptTest(test string) bool { return test == testIntercept || test == testInterceptKA }
@@ -42,6 +44,8 @@ type Result struct {
 	Seconds    float64 `json:"seconds,omitempty"`
 	P50ms      float64 `json:"p50_ms,omitempty"`
 	P99ms      float64 `json:"p99_ms,omitempty"`
+	P999ms     float64 `json:"p999_ms,omitempty"`       // latency
+	Offered    float64 `json:"offered_per_s,omitempty"` // latency: the rate requests were scheduled at
 	Errors     int64   `json:"errors"`
 	FirstError string  `json:"first_error,omitempty"`
 	// CPUSeconds is the proxy process's user+system time during the test;
@@ -88,6 +92,14 @@ func (r *Result) derive() {
 		if r.Ops > 0 && r.Seconds > 0 {
 			m[mOps] = float64(r.Ops) / r.Seconds
 			m[mP50], m[mP99] = r.P50ms, r.P99ms
+			if c, ok := cpu(); ok {
+				m[mCPUPerOp] = c * 1e6 / float64(r.Ops)
+			}
+		}
+	case testLatency:
+		if r.Ops > 0 && r.Seconds > 0 {
+			m[mOps], m[mOffered] = float64(r.Ops)/r.Seconds, r.Offered
+			m[mP50], m[mP99], m[mP999] = r.P50ms, r.P99ms, r.P999ms
 			if c, ok := cpu(); ok {
 				m[mCPUPerOp] = c * 1e6 / float64(r.Ops)
 			}
@@ -166,9 +178,14 @@ func summarize(rs []Result) summary {
 	return out
 }
 
-// ratioMetrics are the metrics compared between proxies: throughput, CPU
-// and memory. Latency and error counts are not ratios anyone reads.
-func ratioMetrics(m string) bool {
+// ratioMetric reports whether metric m of test is compared between
+// proxies: throughput, CPU and memory, and the latency test's p99 (all
+// proxies ran at the same rate). Other latencies and error counts are not
+// ratios anyone reads.
+func ratioMetric(test, m string) bool {
+	if test == testLatency {
+		return m == mP99 || m == mCPUPerOp
+	}
 	switch m {
 	case mOps, mCPUPerOp, mMBps, mCPUPerGiB, mPerTunnel:
 		return true
@@ -201,7 +218,7 @@ func ratios(rs []Result, proxy, ref string) map[string]map[string]float64 {
 			continue
 		}
 		for k, v := range r.Metrics {
-			if w, ok := b.Metrics[k]; ok && ratioMetrics(k) && w > 0 {
+			if w, ok := b.Metrics[k]; ok && ratioMetric(r.Test, k) && w > 0 {
 				vals[[2]string{r.Test, k}] = append(vals[[2]string{r.Test, k}], v/w)
 			}
 		}
@@ -276,6 +293,7 @@ type row struct {
 	showCPU     func(v float64) string
 	held        int  // an RSS row: the tunnels asked for (a cell says when fewer were held)
 	noErrors    bool // the row does not show the test's error count (it shows on another row)
+	ratioNoCPU  bool // the ratio table shows the main metric alone (cpu is not a CPU figure)
 }
 
 func (rep *Report) rows() []row {
@@ -286,6 +304,9 @@ func (rep *Report) rows() []row {
 		switch t {
 		case testHTTP:
 			rows = append(rows, row{test: t, label: "keep-alive HTTP req/s (CPU per request)", main: mOps, cpu: mCPUPerOp, show: thousands, showCPU: micros})
+		case testLatency:
+			rows = append(rows, row{test: t, label: "keep-alive p99 at 50 % of egret's req/s, ms (p50)", main: mP99, cpu: mP50,
+				show: millis, showCPU: func(v float64) string { return "p50 " + millis(v) }, ratioNoCPU: true})
 		case testSetup:
 			rows = append(rows, row{test: t, label: "new tunnels/s (CPU per tunnel)", main: mOps, cpu: mCPUPerOp, show: thousands, showCPU: micros})
 		case testIntercept:
@@ -338,7 +359,7 @@ func (r row) ratio(m map[string]float64) string {
 		return "—"
 	}
 	s := fmt.Sprintf("%.2f×", v)
-	if c, ok := m[r.cpu]; ok && r.cpu != "" {
+	if c, ok := m[r.cpu]; ok && r.cpu != "" && !r.ratioNoCPU {
 		s += fmt.Sprintf(" (%.2f× CPU)", c)
 	}
 	return s
@@ -451,6 +472,14 @@ func thousands(v float64) string {
 }
 
 func micros(v float64) string { return fmt.Sprintf("%.0f µs", v) }
+
+// millis shows milliseconds: two decimals below 10 ms.
+func millis(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f ms", v)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
 
 // mib shows KiB as MiB: one decimal below 100 MiB.
 func mib(kib float64) string {

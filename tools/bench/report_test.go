@@ -188,6 +188,9 @@ func tableReport() *Report {
 			Result{Proxy: "p", Test: testHTTP, Round: round, Ops: int64(9000 * f), Seconds: 1, CPUSeconds: c(0.7 * f)},
 			Result{Proxy: "ref", Test: testHTTP, Round: round, Ops: 8000, Seconds: 1, CPUSeconds: c(0.8)},
 			Result{Proxy: pDirect, Test: testHTTP, Round: round, Ops: 20000, Seconds: 1},
+			Result{Proxy: "p", Test: testLatency, Round: round, Ops: 4500, Seconds: 1, Offered: 4500, P50ms: 0.3, P99ms: 1.2 * f, P999ms: 4, CPUSeconds: c(0.3)},
+			Result{Proxy: "ref", Test: testLatency, Round: round, Ops: 4500, Seconds: 1, Offered: 4500, P50ms: 0.4, P99ms: 1.5, P999ms: 6, CPUSeconds: c(0.4)},
+			Result{Proxy: pDirect, Test: testLatency, Round: round, Ops: 4500, Seconds: 1, Offered: 4500, P50ms: 0.1, P99ms: 0.25, P999ms: 1},
 			Result{Proxy: "p", Test: testSetup, Round: round, Ops: 3000, Seconds: 1, CPUSeconds: c(0.9), Errors: int64(round - 1), FirstError: "CONNECT: 503"},
 			Result{Proxy: "ref", Test: testSetup, Round: round, Ops: 2900, Seconds: 1, CPUSeconds: c(0.8)},
 			Result{Proxy: pDirect, Test: testSetup, Round: round, Ops: 9000, Seconds: 1},
@@ -262,7 +265,7 @@ func TestParseFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-tests", "http,latency"}, `-tests: unknown test "latency"`},
+		{[]string{"-tests", "http,latncy"}, `-tests: unknown test "latncy"`},
 		{[]string{"-proxies", "egret,nginx"}, `-proxies: unknown proxy "nginx"`},
 		{[]string{"-proxies", "egret,egret"}, `-proxies: "egret" twice`},
 		{[]string{"-proxies", ","}, "must each name at least one"},

@@ -68,11 +68,16 @@ var testBeforeWait func()
 type Tunnel struct {
 	A, B net.Conn
 
-	up, down  atomic.Int64 // bytes A→B and B→A
-	last      atomic.Int64 // unix nanoseconds of the last activity
-	closed    atomic.Bool
-	pending   atomic.Int32
-	errOnce   sync.Once
+	up, down atomic.Int64 // bytes A→B and B→A
+	last     atomic.Int64 // unix nanoseconds of the last activity
+	closed   atomic.Bool
+	pending  atomic.Int32
+	errOnce  sync.Once
+	// mu guards detaching (detach_linux.go): A and B are nil while
+	// detached is set, the sockets then held as bare descriptors.
+	detached  bool
+	mayDetach bool // Detach when the tunnel was made
+	mu        sync.Mutex
 	err       error
 	started   time.Time
 	done      func(Result)
@@ -117,7 +122,7 @@ type direction struct {
 
 // New returns a Tunnel between a and b.
 func New(a, b net.Conn) *Tunnel {
-	t := &Tunnel{A: a, B: b, started: time.Now(), parkAfter: ParkAfter}
+	t := &Tunnel{A: a, B: b, started: time.Now(), parkAfter: ParkAfter, mayDetach: Detach}
 	t.last.Store(t.started.UnixNano())
 	return t
 }
@@ -181,8 +186,14 @@ func (t *Tunnel) closeBoth() {
 	if !t.closed.CompareAndSwap(false, true) {
 		return
 	}
-	t.A.Close()
-	t.B.Close()
+	t.mu.Lock()
+	if t.detached {
+		t.closeDetached()
+	} else if t.A != nil {
+		t.A.Close()
+		t.B.Close()
+	}
+	t.mu.Unlock()
 	// A parked direction has no goroutine to notice the close, and the
 	// kernel drops a closed descriptor from the epoll set without an event:
 	// end it here. The epoll goroutine may race us for it; the state CAS
@@ -226,6 +237,12 @@ func (d *direction) finish() {
 // run relays until the direction ends or parks; it is the body of the
 // direction's goroutine, started by Start or by the parker on wake-up.
 func (d *direction) run() {
+	if !d.attach() {
+		if d.state.CompareAndSwap(running, ended) {
+			d.finish()
+		}
+		return
+	}
 	if d.relay() {
 		return // parked, or already ended by Close: not ours any more
 	}

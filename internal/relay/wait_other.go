@@ -40,3 +40,9 @@ func (s *splicer) move(src, dst syscall.RawConn) (n int64, eof bool, err error) 
 func (s *splicer) done() {}
 
 func (w *waiter) tryRead(p []byte) (int, error, bool) { return 0, nil, false }
+
+// Detaching is Linux's (detach_linux.go).
+var Detach = false
+
+func (d *direction) attach() bool { return !d.t.closed.Load() }
+func (t *Tunnel) closeDetached()  {}

@@ -43,7 +43,9 @@ func newRenderNetworkPolicyCmd() *cobra.Command {
 		Long: `Reads the cluster as egret webhook does (NO_PROXY discovery's ranges, the DNS
 and gateway Services) and prints, as YAML, the NetworkPolicy the webhook's
 leader writes into a namespace labelled ` + netpol.Label + `=` + netpol.Enabled + `:
-egress to the cluster DNS pods, the gateway's pods on its proxy port, and the
+egress to the cluster DNS pods (and NodeLocal DNSCache's link-local address when
+the DaemonSet kube-system/node-local-dns runs, or --node-local-dns names it),
+the gateway's pods on its proxy port, and the
 cluster's own ranges and pods — nothing else. Commit it when no controller may
 write policies; render it again when egret noproxy discover changes.
 
@@ -101,6 +103,7 @@ Exit codes: 0 printed, 1 error (no cluster), 2 bad flags.`,
 	f.StringVar(&egretNS, "namespace", ns, "egret's own namespace (the gateway Service's default namespace)")
 	f.StringVar(&po.DNSService, "dns-service", "kube-system/kube-dns", "the cluster DNS Service (NAMESPACE/NAME)")
 	f.StringVar(&po.GatewayService, "gateway-service", "egret-gateway", "the egress gateway's Service ([NAMESPACE/]NAME); its port named proxy is allowed")
+	f.StringVar(&po.NodeLocalDNS, "node-local-dns", "auto", "NodeLocal DNSCache's addresses, allowed on UDP/TCP 53: auto (from DaemonSet kube-system/node-local-dns, its -localip), off, or IP[,IP]")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "time allowed for reading the cluster")
 	return cmd
 }

@@ -69,6 +69,13 @@ func Probes(in Inputs) []Probe {
 	}
 	for _, pt := range in.DNS.Ports {
 		out = append(out, pod("DNS pods", in.DNS, pt))
+		if pt.Port.Type != intstr.Int {
+			continue
+		}
+		for _, a := range in.DNS.IPs {
+			out = append(out, Probe{Name: fmt.Sprintf("NodeLocal DNSCache %s %s/%d", a, pt.Protocol, pt.Port.IntVal), Allow: true,
+				Dest: Dest{IP: a, Protocol: pt.Protocol, Port: pt.Port.IntVal}})
+		}
 	}
 	for _, pt := range in.Gateway.Ports {
 		out = append(out, pod("gateway pods", in.Gateway, pt))

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +27,21 @@ type Options struct {
 	// GatewayPortName is the gateway Service port clients use; "" means
 	// "proxy" (every port when no port has that name).
 	GatewayPortName string
+	// NodeLocalDNS is how NodeLocal DNSCache's addresses are found: ""
+	// or "auto" reads the DaemonSet kube-system/node-local-dns (its
+	// -localip argument; 169.254.20.10 when it has none), "off" allows
+	// none, else a comma-separated list of addresses. Its pods run in the
+	// host's network: pods reach them at these addresses on the DNS ports.
+	NodeLocalDNS string
 }
+
+// NodeLocalDNSDaemonSet is where NodeLocal DNSCache runs
+// (kubernetes/kubernetes cluster/addons/dns/nodelocaldns), and
+// DefaultNodeLocalDNS the link-local address its manifests use.
+var (
+	NodeLocalDNSDaemonSet = types.NamespacedName{Namespace: "kube-system", Name: "node-local-dns"}
+	DefaultNodeLocalDNS   = netip.MustParseAddr("169.254.20.10")
+)
 
 func split(s, defNS, defName string) types.NamespacedName {
 	if ns, name, ok := strings.Cut(s, "/"); ok {
@@ -44,7 +60,75 @@ func (o Options) Validate() error {
 			return fmt.Errorf("service %q: want namespace/name", s)
 		}
 	}
+	if _, err := o.nodeLocalList(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// nodeLocalList returns the addresses NodeLocalDNS lists; nil for "",
+// "auto" and "off".
+func (o Options) nodeLocalList() ([]netip.Addr, error) {
+	switch o.NodeLocalDNS {
+	case "", "auto", "off":
+		return nil, nil
+	}
+	var out []netip.Addr
+	for _, s := range strings.Split(o.NodeLocalDNS, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("node-local DNS %q: want auto, off or IP addresses (e.g. 169.254.20.10)", o.NodeLocalDNS)
+		}
+		out = append(out, a.Unmap())
+	}
+	return out, nil
+}
+
+// nodeLocalDNS returns NodeLocal DNSCache's addresses as o asks for them
+// (see Options.NodeLocalDNS) and a warning when the DaemonSet could not
+// be read.
+func nodeLocalDNS(ctx context.Context, r client.Reader, o Options) ([]netip.Addr, string, error) {
+	if o.NodeLocalDNS == "off" {
+		return nil, "", nil
+	}
+	if o.NodeLocalDNS != "" && o.NodeLocalDNS != "auto" {
+		ips, err := o.nodeLocalList()
+		return ips, "", err
+	}
+	var ds appsv1.DaemonSet
+	if err := r.Get(ctx, NodeLocalDNSDaemonSet, &ds); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "", nil
+		}
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Sprintf("cannot read DaemonSet %s (%v): NodeLocal DNSCache not looked for; name its addresses with --node-local-dns", NodeLocalDNSDaemonSet, err), nil
+		}
+		return nil, "", fmt.Errorf("get daemonset %s: %w", NodeLocalDNSDaemonSet, err)
+	}
+	var out []netip.Addr
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		args := append(slices.Clone(c.Command), c.Args...)
+		for i, a := range args {
+			var v string
+			switch {
+			case strings.HasPrefix(a, "-localip=") || strings.HasPrefix(a, "--localip="):
+				_, v, _ = strings.Cut(a, "=")
+			case (a == "-localip" || a == "--localip") && i+1 < len(args):
+				v = args[i+1]
+			default:
+				continue
+			}
+			for _, s := range strings.Split(v, ",") {
+				if ip, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && !slices.Contains(out, ip.Unmap()) {
+					out = append(out, ip.Unmap())
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = []netip.Addr{DefaultNodeLocalDNS}
+	}
+	return out, "", nil
 }
 
 // ReadPeers reads the DNS pods and the gateway's pods from their Services
@@ -82,6 +166,23 @@ func ReadPeers(ctx context.Context, r client.Reader, egretNS string, o Options) 
 		warnings = append(warnings, fmt.Sprintf("DNS Service %s not found or without a selector: allowing pods labelled %s on UDP/TCP 53", dnsName, labelString(dns.Labels)))
 	} else {
 		dns = Peer{Namespace: s.Namespace, Labels: maps.Clone(s.Spec.Selector), Ports: targetPorts(s, "")}
+	}
+	ips, warn, err := nodeLocalDNS(ctx, r, o)
+	if err != nil {
+		return dns, gw, nil, err
+	}
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	if len(ips) > 0 {
+		// NodeLocal DNSCache answers on port 53 (its -localip addresses),
+		// whatever the kube-dns pods' target ports are.
+		dns.IPs = ips
+		for _, pt := range []Port{{Protocol: corev1.ProtocolUDP, Port: intstr.FromInt32(53)}, {Protocol: corev1.ProtocolTCP, Port: intstr.FromInt32(53)}} {
+			if !slices.ContainsFunc(dns.Ports, func(p Port) bool { return p.Protocol == pt.Protocol && p.Port == pt.Port }) {
+				dns.Ports = append(dns.Ports, pt)
+			}
+		}
 	}
 	s, err = read(gwName)
 	if err != nil {

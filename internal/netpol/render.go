@@ -34,6 +34,10 @@ type Peer struct {
 	Namespace string            `json:"namespace"`
 	Labels    map[string]string `json:"labels"`
 	Ports     []Port            `json:"ports"`
+	// IPs are addresses allowed on the same ports besides the pods: the
+	// DNS peer's NodeLocal DNSCache addresses (its pods run in the host's
+	// network, so no pod selector reaches them).
+	IPs []netip.Addr `json:"ips,omitempty"`
 }
 
 // Port is one protocol and port, a number or a container port's name.
@@ -122,7 +126,8 @@ func Ranges(r *discovery.Result) []Range {
 }
 
 // Render returns the NetworkPolicy for namespace ns: every pod of ns may
-// reach the DNS pods on their ports, the gateway's pods on its ports, and
+// reach the DNS pods (and NodeLocal DNSCache's addresses, Peer.IPs) on
+// their ports, the gateway's pods on its ports, and
 // the cluster — every pod (namespaceSelector {}, for CNIs whose pod
 // addresses no Node lists) and the cluster's ranges — on any port. Nothing
 // else: an outside address is denied, whatever the port.
@@ -132,6 +137,9 @@ func Render(ns string, in Inputs) *networkingv1.NetworkPolicy {
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{NamespaceNameLabel: p.Namespace}},
 			PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(p.Labels)},
 		}}}
+		for _, a := range p.IPs {
+			r.To = append(r.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(a, a.BitLen()).String()}})
+		}
 		for _, pt := range p.Ports {
 			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Protocol: ptrTo(pt.Protocol), Port: ptrTo(pt.Port)})
 		}

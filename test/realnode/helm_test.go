@@ -191,6 +191,8 @@ func TestHelm(t *testing.T) {
 	}
 	step("upgrade")
 
+	t.Run("client-go", in.clientGo)
+	step("client-go")
 	t.Run("policy", func(t *testing.T) { in.policy(t, in.image) })
 	step("policy")
 	t.Run("discovery", in.discovery)

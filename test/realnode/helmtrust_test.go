@@ -54,6 +54,8 @@ func TestHelmTrustBehindSslBump(t *testing.T) {
 	// The install: the corporate CA where the chart's trust values read it
 	// (trust.configMap corp-ca, key trust-bundle.pem: docs/trust.md's
 	// command), the gateway's upstream in its Secret, then the chart.
+	// An earlier test's install (TestHelm's, say) may still be going.
+	n.KubectlCmd(context.Background(), "wait", "--for=delete", "namespace/egret-system", "--timeout=3m").Run()
 	n.KubectlT(t, "create", "namespace", "egret-system")
 	caFile := filepath.Join(dir, "corp-root.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {

@@ -87,6 +87,8 @@ func TestInterceptOverlay(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "egret.yaml"), []byte(manifests), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An earlier test's install (TestHelm's, say) may still be going.
+	n.KubectlCmd(context.Background(), "wait", "--for=delete", "namespace/egret-system", "--timeout=3m").Run()
 	n.KubectlT(t, "create", "namespace", "egret-system")
 	t.Cleanup(func() { uninstall(t, n, dir) })
 	if o, err := shell(t, n, dir, docBlock(t, "docs/interception.md", "intercept-ca-secret")); err != nil {
@@ -96,7 +98,9 @@ func TestInterceptOverlay(t *testing.T) {
 	// it unless allowed.
 	n.KubectlT(t, "create", "secret", "generic", "egret-upstream", "-n", "egret-system",
 		"--from-literal=EGRET_SSRF_ALLOW_CIDRS="+out.IP+"/32")
-	// shop holds the grant's Role: it exists before the install.
+	// shop holds the grant's Role: it exists before the install. An
+	// earlier test's shop (TestGatewayInstall) may still be terminating.
+	n.KubectlCmd(context.Background(), "wait", "--for=delete", "namespace/shop", "--timeout=2m").Run()
 	ns := namespace(t, n, "shop", map[string]string{"egret.io/inject": "enabled"})
 	if o, err := shell(t, n, dir, "kubectl apply --server-side -f egret.yaml"); err != nil {
 		t.Fatalf("install: %v\n%s", err, o)

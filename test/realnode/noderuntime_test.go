@@ -327,10 +327,8 @@ func TestNodeKubeletDropIn(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		l := upLog.String()[mark:]
-		if i := strings.Index(l, host); i >= 0 {
-			start := strings.LastIndex(l[:i], "\n") + 1
-			end, _, _ := strings.Cut(l[start:], "\n")
-			t.Logf("the kubelet without its API server in NO_PROXY, at the proxy: %s", end)
+		if line := lastLine(l, host); line != "" {
+			t.Logf("the kubelet without its API server in NO_PROXY, at the proxy: %s", line)
 			break
 		}
 		if time.Now().After(deadline) {

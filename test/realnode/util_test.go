@@ -119,6 +119,13 @@ func namespace(t testing.TB, n *realnode.Node, name string, labels map[string]st
 // once Ready.
 func clientPod(t testing.TB, n *realnode.Node, ns, name string, annotations ...string) *corev1.Pod {
 	t.Helper()
+	return imagePod(t, n, ns, name, realnode.ClientImage, annotations...)
+}
+
+// imagePod creates a pod whose container app runs image (imported, never
+// pulled) with sleep, and returns it once Ready.
+func imagePod(t testing.TB, n *realnode.Node, ns, name, image string, annotations ...string) *corev1.Pod {
+	t.Helper()
 	ann := map[string]string{}
 	for i := 0; i+1 < len(annotations); i += 2 {
 		ann[annotations[i]] = annotations[i+1]
@@ -128,7 +135,7 @@ func clientPod(t testing.TB, n *realnode.Node, ns, name string, annotations ...s
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: new(int64),
 			Containers: []corev1.Container{{
-				Name: "app", Image: realnode.ClientImage, ImagePullPolicy: corev1.PullNever,
+				Name: "app", Image: image, ImagePullPolicy: corev1.PullNever,
 				Command: []string{"sleep", "3600"},
 			}},
 		},

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -537,12 +538,7 @@ func (n *Node) importRuntimes(logf func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
-	cache := filepath.Join(testutil.CacheDir(), "realnode-images")
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return err
-	}
-	out := filepath.Join(cache, "runtimes-"+r.key()+".tar")
-	if _, err := os.Stat(out); err != nil {
+	out, built, err := cachedImage("runtimes", r.key(), func(out string) error {
 		// The Java client, compiled by the machine's JDK for the image's JRE.
 		jd, err := os.MkdirTemp(dir, "java-")
 		if err != nil {
@@ -560,14 +556,16 @@ func (n *Node) importRuntimes(logf func(string, ...any)) error {
 			return err
 		}
 		r.addData("opt/clients/Get.class", 0o644, class)
-		old, _ := filepath.Glob(filepath.Join(cache, "runtimes-*.tar"))
 		if err := r.writeArchive(out, RuntimesImage, []string{"/bin/sleep", "2147483647"},
 			[]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}); err != nil {
 			return fmt.Errorf("runtimes image: %w", err)
 		}
-		for _, o := range old {
-			os.Remove(o)
-		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if built {
 		fi, _ := os.Stat(out)
 		logf("realnode: built %s (%d MiB) in %s", out, fi.Size()>>20, time.Since(start).Round(10*time.Millisecond))
 	}
@@ -576,5 +574,101 @@ func (n *Node) importRuntimes(logf func(string, ...any)) error {
 		return err
 	}
 	logf("realnode: runtimes image ready in %s (import %s)", time.Since(start).Round(10*time.Millisecond), time.Since(t0).Round(10*time.Millisecond))
+	return nil
+}
+
+// cachedImage returns $EGRET_CACHE/realnode-images/NAME-KEY.tar (KEY: a
+// digest of what makes the image), which build writes when it is missing;
+// the older archives of NAME are then removed. built says it was made now.
+func cachedImage(name, key string, build func(out string) error) (out string, built bool, err error) {
+	cache := filepath.Join(testutil.CacheDir(), "realnode-images")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", false, err
+	}
+	out = filepath.Join(cache, name+"-"+key+".tar")
+	if _, err := os.Stat(out); err == nil {
+		return out, false, nil
+	}
+	old, _ := filepath.Glob(filepath.Join(cache, name+"-*.tar"))
+	tmp := out + ".tmp"
+	if err := build(tmp); err != nil {
+		os.Remove(tmp)
+		return "", false, err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return "", false, err
+	}
+	for _, o := range old {
+		os.Remove(o)
+	}
+	return out, true, nil
+}
+
+// ClientGoImage is busybox and /bin/kubelist (internal/testutil/realnode/kubelist:
+// client-go with the pod's ServiceAccount lists its namespace's pods),
+// built from this module and cached by content (the program's source, the
+// module's go.mod and go.sum, the Go version, busybox); imported on the
+// first Node.ClientGoImage call, not at bring-up.
+const ClientGoImage = "localhost/clientgo:1"
+
+var (
+	clientGoOnce sync.Once
+	clientGoErr  error
+)
+
+// ClientGoImage builds (or takes from the cache) and imports the client-go
+// image once per test binary, and returns its reference.
+func (n *Node) ClientGoImage(t testing.TB) string {
+	t.Helper()
+	clientGoOnce.Do(func() { clientGoErr = n.importClientGo(t.Logf) })
+	if clientGoErr != nil {
+		t.Fatal(clientGoErr)
+	}
+	return ClientGoImage
+}
+
+func (n *Node) importClientGo(logf func(string, ...any)) error {
+	start := time.Now()
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	files, err := busyboxFiles()
+	if err != nil {
+		return err
+	}
+	const pkg = "internal/testutil/realnode/kubelist"
+	h := sha256.New()
+	for _, f := range []string{pkg + "/main.go", "go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
+	}
+	h.Write([]byte(runtime.Version()))
+	h.Write(files[0].data) // busybox
+	out, built, err := cachedImage("clientgo", hex.EncodeToString(h.Sum(nil))[:20], func(out string) error {
+		bin := filepath.Join(n.path("images"), "kubelist")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./"+pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		}
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			return err
+		}
+		return dockerArchive(out, ClientGoImage, []string{"/bin/sleep", "2147483647"}, append(files, file{path: "bin/kubelist", mode: 0o755, data: b}))
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := n.Ctr("images", "import", out); err != nil {
+		return err
+	}
+	logf("realnode: client-go image ready in %s (built now: %v)", time.Since(start).Round(10*time.Millisecond), built)
 	return nil
 }

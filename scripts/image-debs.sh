@@ -33,7 +33,12 @@ for a in "${arches[@]}"; do
   done
 done
 ca="ca-certificates_${CA_CERTIFICATES_VERSION}_all.deb"
-[ -f "$ca" ] || missing+=("ca-certificates=$CA_CERTIFICATES_VERSION")
+# EGRET_DEBS_UNPINNED_OK=1 (the test set-up, scripts/deps/25-image-debs.sh):
+# when Debian no longer serves the pinned ca-certificates (a point release
+# replaces it), take the candidate instead, with a warning, recorded in
+# .ca-certificates-fallback; releases (make image, make release) stay pinned.
+fallback=.ca-certificates-fallback
+[ -f "$ca" ] || { [ "${EGRET_DEBS_UNPINNED_OK:-}" = 1 ] && [ -f "$fallback" ]; } || missing+=("ca-certificates=$CA_CERTIFICATES_VERSION")
 [ ${#missing[@]} -eq 0 ] && exit 0
 native=$(dpkg --print-architecture)
 for a in "${arches[@]}"; do
@@ -44,6 +49,17 @@ for a in "${arches[@]}"; do
   fi
 done
 echo "downloading: ${missing[*]}" >&2
+# served PKG=VERSION: whether apt's package lists have that version.
+served() { apt-cache madison "${1%%=*}" 2>/dev/null | awk -F'|' '{gsub(/ /,"",$2); print $2}' | grep -qxF "${1#*=}"; }
+if [ "${EGRET_DEBS_UNPINNED_OK:-}" = 1 ] && [ ! -f "$ca" ] && ! served "ca-certificates=$CA_CERTIFICATES_VERSION"; then
+  $SUDO flock /tmp/apt.lock apt-get update -qq
+  if ! served "ca-certificates=$CA_CERTIFICATES_VERSION"; then
+    cand=$(apt-cache policy ca-certificates | sed -n 's/^  Candidate: //p')
+    echo "image-debs.sh: warning: ca-certificates $CA_CERTIFICATES_VERSION is no longer served; the tests take $cand (releases stay pinned: bump CA_CERTIFICATES_VERSION and its SHA-256)" >&2
+    missing=("${missing[@]/#ca-certificates=$CA_CERTIFICATES_VERSION/ca-certificates=$cand}")
+    echo "$cand" >"$fallback"
+  fi
+fi
 if ! flock /tmp/apt.lock apt-get download -qq "${missing[@]}" 2>/dev/null; then
   # No package lists yet (a fresh container): fetch them, then retry.
   $SUDO flock /tmp/apt.lock apt-get update -qq
@@ -51,6 +67,9 @@ if ! flock /tmp/apt.lock apt-get download -qq "${missing[@]}" 2>/dev/null; then
     echo "image-debs.sh: cannot download ${missing[*]}; if ca-certificates $CA_CERTIFICATES_VERSION left the archive, pin the candidate of 'apt-cache policy ca-certificates' (and its SHA-256) here" >&2
     exit 1
   fi
+fi
+if [ ! -f "$ca" ] && [ -f "$fallback" ]; then
+  exit 0 # the candidate taken in the pinned one's place: apt checked it against the signed lists
 fi
 if ! echo "$CA_CERTIFICATES_SHA256  $ca" | sha256sum -c --quiet -; then
   echo "image-debs.sh: $ca is not the pinned package (SHA-256 differs); removed" >&2

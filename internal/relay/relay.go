@@ -69,11 +69,16 @@ var testBeforeWait func()
 type Tunnel struct {
 	A, B net.Conn
 
-	up, down  atomic.Int64 // bytes A→B and B→A
-	last      atomic.Int64 // unix nanoseconds of the last activity
-	closed    atomic.Bool
-	pending   atomic.Int32
-	errOnce   sync.Once
+	up, down atomic.Int64 // bytes A→B and B→A
+	last     atomic.Int64 // unix nanoseconds of the last activity
+	closed   atomic.Bool
+	pending  atomic.Int32
+	errOnce  sync.Once
+	// mu guards detaching (detach_linux.go): A and B are nil while
+	// detached is set, the sockets then held as bare descriptors.
+	detached  bool
+	mayDetach bool // Detach when the tunnel was made
+	mu        sync.Mutex
 	err       error
 	started   time.Time
 	done      func(Result)
@@ -148,7 +153,7 @@ type direction struct {
 
 // New returns a Tunnel between a and b.
 func New(a, b net.Conn) *Tunnel {
-	t := &Tunnel{A: a, B: b, started: time.Now(), parkAfter: ParkAfter}
+	t := &Tunnel{A: a, B: b, started: time.Now(), parkAfter: ParkAfter, mayDetach: Detach}
 	t.last.Store(t.started.UnixNano())
 	return t
 }
@@ -212,8 +217,14 @@ func (t *Tunnel) closeBoth() {
 	if !t.closed.CompareAndSwap(false, true) {
 		return
 	}
-	t.A.Close()
-	t.B.Close()
+	t.mu.Lock()
+	if t.detached {
+		t.closeDetached()
+	} else if t.A != nil {
+		t.A.Close()
+		t.B.Close()
+	}
+	t.mu.Unlock()
 	if f := t.afterClose.Load(); f != nil {
 		(*f)()
 	}
@@ -265,6 +276,12 @@ func (d *direction) run() {
 			d.recovered(v)
 		}
 	}()
+	if !d.attach() {
+		if d.state.CompareAndSwap(running, ended) {
+			d.finish()
+		}
+		return
+	}
 	if d.relay() {
 		return // parked, or already ended by Close: not ours any more
 	}

@@ -41,3 +41,9 @@ func (s *splicer) done()    {}
 func (s *splicer) discard() {}
 
 func (w *waiter) tryRead(p []byte) (int, error, bool) { return 0, nil, false }
+
+// Detaching is Linux's (detach_linux.go).
+var Detach = false
+
+func (d *direction) attach() bool { return !d.t.closed.Load() }
+func (t *Tunnel) closeDetached()  {}

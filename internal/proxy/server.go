@@ -193,6 +193,9 @@ func New(opts Options, st *State) (*Server, error) {
 		tunnels: map[*relay.Tunnel]string{},
 		stop:    make(chan struct{}),
 	}
+	// Members' names are egret's to resolve too (EGRET_HOSTS_FILE,
+	// EGRET_DNS_SERVERS), not the system's.
+	s.tr.Resolver = opts.Resolver
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.m != nil {
 		s.dnsOK, s.dnsErr = s.m.DNSLookups.WithLabelValues("ok"), s.m.DNSLookups.WithLabelValues("error")

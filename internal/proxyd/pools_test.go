@@ -458,3 +458,24 @@ func TestSilentMemberIsBlamed(t *testing.T) {
 	})
 }
 
+// TestMemberNameFromEgretResolver: a member named by a host name is looked
+// up with egret's resolver (EGRET_HOSTS_FILE here; EGRET_DNS_SERVERS
+// alike), as every other name egret dials, not with the system's, which
+// does not know it (issue 24 leftover).
+func TestMemberNameFromEgretResolver(t *testing.T) {
+	_, port := origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok "+r.URL.Path) }))
+	hosts := map[string]string{"partner.test": "127.0.0.1"}
+	sq := squid.Start(t, squid.Options{User: squidUser, Password: squidPass, Hosts: hosts})
+	_, sqPort, _ := net.SplitHostPort(sq.Addr)
+	e := runEgret(t, map[string]string{"UPSTREAM_PROXY": "http://" + squidUser + ":" + encPass + "@corp-proxy.egret-hosts.test:" + sqPort},
+		"", map[string]string{"partner.test": "127.0.0.1", "corp-proxy.egret-hosts.test": "127.0.0.1"})
+	for _, tunnel := range []bool{false, true} {
+		path := fmt.Sprintf("/named-member-%v", tunnel)
+		code, body, err := curl(t, e.Proxy, "http://partner.test:"+port+path, tunnel)
+		if err != nil || code != "200" || body != "ok "+path {
+			t.Fatalf("through the member named in the hosts file (tunnel %v): %v %s %q", tunnel, err, code, body)
+		}
+	}
+	sq.WaitLog(t, "/named-member-false")
+	sq.WaitLog(t, "CONNECT partner.test:"+port)
+}

@@ -97,3 +97,23 @@ func (s *Server) refuseConn(kind string, c net.Conn, e *proxystatus.Error) {
 		c.Close()
 	}()
 }
+
+// Serve accepts HTTP proxy clients on ln until Shutdown. It returns
+// http.ErrServerClosed after Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.startConnSweeper()
+	s.tr.StartSweeper(s.stop)
+	return s.accept(ln, metrics.KindHTTP, func(c net.Conn, slot func()) {
+		cc := &clientConn{s: s, c: c, slot: slot}
+		cc.since.Store(time.Now().UnixNano())
+		if !s.trackConn(cc) {
+			c.Close()
+			return
+		}
+		select {
+		case s.handoff <- cc: // an idle worker takes it
+		default:
+			go s.worker(cc)
+		}
+	})
+}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -68,26 +67,6 @@ type clientConn struct {
 	// became (CONNECT), left for the worker to run once serve has
 	// finished with the connection: one goroutine less per tunnel.
 	relay func()
-}
-
-// Serve accepts HTTP proxy clients on ln until Shutdown. It returns
-// http.ErrServerClosed after Shutdown.
-func (s *Server) Serve(ln net.Listener) error {
-	s.startConnSweeper()
-	s.tr.StartSweeper(s.stop)
-	return s.accept(ln, metrics.KindHTTP, func(c net.Conn, slot func()) {
-		cc := &clientConn{s: s, c: c, slot: slot}
-		cc.since.Store(time.Now().UnixNano())
-		if !s.trackConn(cc) {
-			c.Close()
-			return
-		}
-		select {
-		case s.handoff <- cc: // an idle worker takes it
-		default:
-			go s.worker(cc)
-		}
-	})
 }
 
 // maxIdleWorkers bounds the goroutines kept waiting for a connection.
@@ -230,14 +209,6 @@ func (cc *clientConn) peekByte() error {
 	return err
 }
 
-// handOff gives the connection to the tunnel of sc: the tunnel closes it
-// and, when it ends, releases the client's connection slot (sc's lease).
-func (cc *clientConn) handOff(sc *Conn) {
-	cc.handedOff = true
-	sc.lease.hold(cc.slot)
-	cc.slot = nil
-}
-
 // serve reads and answers requests until the connection ends or becomes a
 // tunnel.
 func (cc *clientConn) serve() {
@@ -249,8 +220,7 @@ func (cc *clientConn) serve() {
 	cc.ctx, cc.cancel = context.WithCancel(s.ctx)
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("panic serving a connection", "listener", "proxy", "client", cc.remote,
-				"panic", r, "stack", string(debug.Stack()))
+			s.panicked(panicConnection, cc.remote, r, debug.Stack())
 		}
 		if !cc.handedOff {
 			cc.c.Close()
@@ -356,36 +326,4 @@ func (cc *clientConn) handle(req *http.Request) bool {
 	ev := event{kind: metrics.KindHTTP, client: cc.remote, method: req.Method, dest: req.Host, start: time.Now()}
 	return cc.fail(req, &ev, &proxystatus.Error{Type: proxystatus.HTTPRequestError,
 		Detail: "egret is a forward proxy: send absolute-URI requests (GET http://host/path) or CONNECT host:port"}, false)
-}
-
-// fail answers req with e, logs ev, and reports whether the connection may
-// carry another request: only when req's body (if any) was not started,
-// can be skipped, and neither side asked to close. bodyRead says the body
-// was read completely.
-func (cc *clientConn) fail(req *http.Request, ev *event, e *proxystatus.Error, bodyRead bool) bool {
-	ev.err, ev.status = e, e.Code()
-	keep := !req.Close && req.ProtoAtLeast(1, 1) && !cc.s.draining.Load() &&
-		(bodyRead || req.Body == http.NoBody || req.ContentLength == 0)
-	err := writeError(cc.bw, e, !keep, req.Method == http.MethodHead)
-	cc.s.finishWith(ev, &cc.meters)
-	return keep && err == nil
-}
-
-// writeError writes e as a complete response and flushes it; head leaves
-// the body out (the answer to a HEAD request).
-func writeError(bw *bufio.Writer, e *proxystatus.Error, closeConn, head bool) error {
-	if !head {
-		if err := proxystatus.WriteRaw(bw, e, closeConn); err != nil {
-			return err
-		}
-		return bw.Flush()
-	}
-	var b bytes.Buffer
-	proxystatus.WriteRaw(&b, e, closeConn)
-	out := b.Bytes()
-	if i := bytes.Index(out, []byte("\r\n\r\n")); i >= 0 {
-		out = out[:i+4]
-	}
-	bw.Write(out)
-	return bw.Flush()
 }

@@ -43,14 +43,6 @@ type exchange struct {
 	respBuf [32]byte
 }
 
-// reportDest tells the destination's breaker the outcome, once.
-func (x *exchange) reportDest(err error) {
-	if x.breaker {
-		x.breaker = false
-		x.cc.s.reportDest(x.dest, err)
-	}
-}
-
 // forward serves an absolute-URI request; it reports whether the client
 // connection may carry another request.
 func (cc *clientConn) forward(req *http.Request) bool {
@@ -185,10 +177,3 @@ func (cc *clientConn) dropAuthConns() {
 	}
 	cc.authKeys = nil
 }
-
-// clientGone wraps a failure on the client's side (it left, or writing to
-// it failed) as the error logged for it (transport.ClientGoneError).
-func clientGone(err error) *proxystatus.Error { return transport.ClientGoneError(err) }
-
-// isClientGone reports whether err is a failure on the client's side.
-func isClientGone(err error) bool { return transport.IsClientGone(err) }

@@ -164,3 +164,11 @@ func (s *Server) guard(dest route.Dest, a netip.Addr, exempt []netip.Prefix) *pr
 	return &proxystatus.Error{Type: proxystatus.DestinationIPProhibit,
 		Detail: fmt.Sprintf("%s %s, which this gateway does not connect to (%s)", what, r, hint)}
 }
+
+// reportDest tells the destination's breaker the outcome, once.
+func (x *exchange) reportDest(err error) {
+	if x.breaker {
+		x.breaker = false
+		x.cc.s.reportDest(x.dest, err)
+	}
+}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"egret.io/egret/internal/http1"
 	"egret.io/egret/internal/proxystatus"
 	"egret.io/egret/internal/relay"
+	"egret.io/egret/internal/transport"
 )
 
 // failed answers a request that got no response. It returns whether the
@@ -158,3 +161,42 @@ func (x *exchange) switchProtocols(resp *http.Response) bool {
 	s.start(ev, t, http1.Buffered(cc.r.Buf()), sc, &cc.relay)
 	return false
 }
+
+// fail answers req with e, logs ev, and reports whether the connection may
+// carry another request: only when req's body (if any) was not started,
+// can be skipped, and neither side asked to close. bodyRead says the body
+// was read completely.
+func (cc *clientConn) fail(req *http.Request, ev *event, e *proxystatus.Error, bodyRead bool) bool {
+	ev.err, ev.status = e, e.Code()
+	keep := !req.Close && req.ProtoAtLeast(1, 1) && !cc.s.draining.Load() &&
+		(bodyRead || req.Body == http.NoBody || req.ContentLength == 0)
+	err := writeError(cc.bw, e, !keep, req.Method == http.MethodHead)
+	cc.s.finishWith(ev, &cc.meters)
+	return keep && err == nil
+}
+
+// writeError writes e as a complete response and flushes it; head leaves
+// the body out (the answer to a HEAD request).
+func writeError(bw *bufio.Writer, e *proxystatus.Error, closeConn, head bool) error {
+	if !head {
+		if err := proxystatus.WriteRaw(bw, e, closeConn); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	var b bytes.Buffer
+	proxystatus.WriteRaw(&b, e, closeConn)
+	out := b.Bytes()
+	if i := bytes.Index(out, []byte("\r\n\r\n")); i >= 0 {
+		out = out[:i+4]
+	}
+	bw.Write(out)
+	return bw.Flush()
+}
+
+// clientGone wraps a failure on the client's side (it left, or writing to
+// it failed) as the error logged for it (transport.ClientGoneError).
+func clientGone(err error) *proxystatus.Error { return transport.ClientGoneError(err) }
+
+// isClientGone reports whether err is a failure on the client's side.
+func isClientGone(err error) bool { return transport.IsClientGone(err) }

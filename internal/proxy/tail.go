@@ -110,3 +110,25 @@ func (s *Server) tunnel(ctx context.Context, ev *event, tg *target, c net.Conn, 
 	s.start(ev, t, early, sc, o.inline)
 	return true
 }
+
+// start starts a registered tunnel; when it ends it is unregistered, its
+// limits are released and it is logged. The tunnel outlives the request:
+// it keeps nothing of its context (an idle tunnel should cost as little
+// memory as possible). With inline, the client's direction is left in
+// *inline for the caller's goroutine to run (relay.StartInline).
+func (s *Server) start(ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn, inline *func()) {
+	done := func(res relay.Result) {
+		sc.Release()
+		ev.up, ev.down = res.Up, res.Down
+		s.finish(ev)
+		// Only now: a drain that sees no tunnel left may end the process,
+		// and this tunnel's log line is written.
+		s.removeTunnel(t)
+	}
+	t.OnPanic = s.onPanic
+	if inline != nil {
+		*inline = t.StartInline(clientPrefix, sc.Prefix, done)
+		return
+	}
+	t.Start(clientPrefix, sc.Prefix, done)
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"egret.io/egret/internal/route"
 	"egret.io/egret/internal/testutil"
 )
 
@@ -53,11 +54,11 @@ func (w *walkRecorder) record(point string) {
 // check fails when a walk enters a file again after leaving it for
 // another: a call that goes back up (a callback into a file the walk
 // came through).
-func (w *walkRecorder) check(t *testing.T, name string) {
+func (w *walkRecorder) check(t *testing.T, name string, points ...string) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, point := range []string{"lookup", "dial", "log"} {
+	for _, point := range points {
 		walks := w.walks[point]
 		if len(walks) == 0 {
 			t.Errorf("%s: no %s was recorded", name, point)
@@ -86,6 +87,32 @@ func (r recordingResolver) LookupNetIP(ctx context.Context, network, host string
 	return r.Resolver.LookupNetIP(ctx, network, host)
 }
 
+// recordingListener's connections record the walk at every write to the
+// client: the answers (a 200 to a CONNECT, a refusal, a response) and the
+// relay's bytes.
+type recordingListener struct {
+	net.Listener
+	w *walkRecorder
+}
+
+func (l recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return recordingConn{Conn: c, w: l.w}, nil
+}
+
+type recordingConn struct {
+	net.Conn
+	w *walkRecorder
+}
+
+func (c recordingConn) Write(p []byte) (int, error) {
+	c.w.record("answer")
+	return c.Conn.Write(p)
+}
+
 type recordingLog struct {
 	*testutil.SyncBuffer
 	w *walkRecorder
@@ -98,13 +125,15 @@ func (l recordingLog) Write(p []byte) (int, error) {
 
 // TestWalks follows a CONNECT tunnel and a forwarded GET to a name (so
 // that it is looked up), from the listener through admission, the
-// transport and the relay to the access log, and checks that no step
-// calls back into a file the walk left: the data flows one way (see
-// docs/architecture.md, "Following a request").
+// transport and the relay to the answers and the access log, and a
+// refused CONNECT, and checks that no step calls back into a file the
+// walk left: the data flows one way (see docs/architecture.md, "Following
+// a request").
 func TestWalks(t *testing.T) {
 	w := &walkRecorder{walks: map[string][][]string{}}
 	logs := &testutil.SyncBuffer{}
-	p := startProxyWith(t, proxyConf{hosts: map[string]string{"origin.test": "127.0.0.1"}}, func(o *Options) {
+	deny := []route.Rule{{Action: route.Deny, Match: route.Match{Hosts: []string{"denied.test"}}, Source: "test"}}
+	p := startProxyWith(t, proxyConf{hosts: map[string]string{"origin.test": "127.0.0.1"}, rules: deny}, func(o *Options) {
 		o.Resolver = recordingResolver{Resolver: o.Resolver, w: w}
 		o.AccessLog = recordingLog{SyncBuffer: logs, w: w}
 		o.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -113,10 +142,16 @@ func TestWalks(t *testing.T) {
 			return d.DialContext(ctx, network, addr)
 		}
 	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Server.Serve(recordingListener{Listener: ln, w: w})
+	addr := ln.Addr().String()
 
 	t.Run("CONNECT", func(t *testing.T) {
 		port := tcpOriginB(t)
-		c, br, resp := connect(t, p.Addr, "origin.test:"+port, "")
+		c, br, resp := connect(t, addr, "origin.test:"+port, "")
 		if resp.StatusCode != 200 {
 			t.Fatalf("CONNECT answered %d", resp.StatusCode)
 		}
@@ -127,12 +162,22 @@ func TestWalks(t *testing.T) {
 			t.Fatalf("through the tunnel: %q", got)
 		}
 		waitFor(t, func() bool { return strings.Contains(logs.String(), `"kind":"connect"`) })
-		w.check(t, "CONNECT")
+		w.check(t, "CONNECT", "lookup", "dial", "answer", "log")
+	})
+
+	t.Run("refused CONNECT", func(t *testing.T) {
+		c, _, resp := connect(t, addr, "denied.test:443", "")
+		c.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("CONNECT to a denied host answered %d", resp.StatusCode)
+		}
+		waitFor(t, func() bool { return strings.Contains(logs.String(), `"dest":"denied.test:443"`) })
+		w.check(t, "refused CONNECT", "answer", "log")
 	})
 
 	t.Run("forwarded GET", func(t *testing.T) {
 		port := benchOrigin(t)
-		c, err := net.Dial("tcp", p.Addr)
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,6 +192,6 @@ func TestWalks(t *testing.T) {
 			t.Fatalf("forwarded GET answered %d", resp.StatusCode)
 		}
 		waitFor(t, func() bool { return strings.Contains(logs.String(), `"kind":"http"`) })
-		w.check(t, "forwarded GET")
+		w.check(t, "forwarded GET", "lookup", "dial", "answer", "log")
 	})
 }

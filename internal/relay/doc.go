@@ -13,7 +13,10 @@
 // seen nothing for ParkAfter (200 ms) parks: its goroutine ends and its
 // socket waits in one epoll set shared by the process (park_linux.go), so
 // thousands of idle tunnels cost neither buffers nor goroutine stacks, only
-// their sockets and a small struct. When one side ends its stream the other
+// their sockets and a small struct. With EGRET_RELAY_DETACH=1 (Detach, an
+// experiment, off by default) a tunnel whose two directions are parked
+// also gives up its net.Conns and keeps bare descriptors until it wakes
+// (detach_linux.go). When one side ends its stream the other
 // side's write half is closed (half-close), and the tunnel ends when both
 // directions are done or either fails.
 package relay

@@ -60,19 +60,26 @@ func park(d *direction) parkResult {
 	var ctlErr error
 	// Control holds a reference on the descriptor: it cannot be closed
 	// (and its number reused) while we arm it.
+	// The entry and the registration are made under p.mu together, so a
+	// detach that finds the entry finds the socket armed.
 	err := d.w.rc.Control(func(sfd uintptr) {
 		fd = int32(sfd)
-		d.parkedFD = fd
 		p.mu.Lock()
+		d.parkedFD = fd
 		p.dirs[fd] = d
-		p.mu.Unlock()
 		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: fd}
 		ctlErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, int(sfd), &ev)
 		if ctlErr == unix.ENOENT {
 			ctlErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(sfd), &ev)
 		}
+		p.mu.Unlock()
 	})
 	if err == nil && ctlErr == nil {
+		// d is no longer this goroutine's; detach claims both directions
+		// (or nothing) through the park set's map.
+		if d.t.mayDetach && d.peer().state.Load() == parked {
+			d.t.detach(p)
+		}
 		return parkedOK
 	}
 	if fd >= 0 {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,17 +69,52 @@ var testBeforeWait func()
 type Tunnel struct {
 	A, B net.Conn
 
-	up, down  atomic.Int64 // bytes A→B and B→A
-	last      atomic.Int64 // unix nanoseconds of the last activity
-	closed    atomic.Bool
-	pending   atomic.Int32
-	errOnce   sync.Once
+	up, down atomic.Int64 // bytes A→B and B→A
+	last     atomic.Int64 // unix nanoseconds of the last activity
+	closed   atomic.Bool
+	pending  atomic.Int32
+	errOnce  sync.Once
+	// mu guards detaching (detach_linux.go): A and B are nil while
+	// detached is set, the sockets then held as bare descriptors.
+	detached  bool
+	mayDetach bool // Detach when the tunnel was made
+	mu        sync.Mutex
 	err       error
 	started   time.Time
 	done      func(Result)
 	dirs      [2]direction
 	parkAfter time.Duration
+
+	// OnPanic, when set (before Start), is called with what a relay
+	// goroutine of the tunnel recovered from a panic, and its stack;
+	// either way the tunnel is closed and done is called, and the process
+	// goes on. The value may hold anything the panicking code had at hand:
+	// log its type, not its text.
+	OnPanic func(v any, stack []byte)
+
+	afterClose atomic.Pointer[func()] // AfterClose
 }
+
+// AfterClose arranges for f to be called when Close ends the tunnel (at
+// once if it has ended): a tunnel whose bytes another component moves (an
+// intercepted one, registered but never started) learns that egret cut it
+// off. f may be called more than once.
+func (t *Tunnel) AfterClose(f func()) {
+	t.afterClose.Store(&f)
+	if t.closed.Load() {
+		f()
+	}
+}
+
+// ErrPanic is the Result.Err of a tunnel a relay goroutine's panic ended.
+var ErrPanic = errors.New("relay: a relay goroutine panicked; the tunnel was closed")
+
+// panics counts the panics relay goroutines recovered from (Panics).
+var panics atomic.Uint64
+
+// Panics is how many panics relay goroutines have recovered from since the
+// process started.
+func Panics() uint64 { return panics.Load() }
 
 // Direction states.
 const (
@@ -117,7 +153,7 @@ type direction struct {
 
 // New returns a Tunnel between a and b.
 func New(a, b net.Conn) *Tunnel {
-	t := &Tunnel{A: a, B: b, started: time.Now(), parkAfter: ParkAfter}
+	t := &Tunnel{A: a, B: b, started: time.Now(), parkAfter: ParkAfter, mayDetach: Detach}
 	t.last.Store(t.started.UnixNano())
 	return t
 }
@@ -181,8 +217,17 @@ func (t *Tunnel) closeBoth() {
 	if !t.closed.CompareAndSwap(false, true) {
 		return
 	}
-	t.A.Close()
-	t.B.Close()
+	t.mu.Lock()
+	if t.detached {
+		t.closeDetached()
+	} else if t.A != nil {
+		t.A.Close()
+		t.B.Close()
+	}
+	t.mu.Unlock()
+	if f := t.afterClose.Load(); f != nil {
+		(*f)()
+	}
 	// A parked direction has no goroutine to notice the close, and the
 	// kernel drops a closed descriptor from the epoll set without an event:
 	// end it here. The epoll goroutine may race us for it; the state CAS
@@ -226,10 +271,43 @@ func (d *direction) finish() {
 // run relays until the direction ends or parks; it is the body of the
 // direction's goroutine, started by Start or by the parker on wake-up.
 func (d *direction) run() {
+	defer func() {
+		if v := recover(); v != nil {
+			d.recovered(v)
+		}
+	}()
+	if !d.attach() {
+		if d.state.CompareAndSwap(running, ended) {
+			d.finish()
+		}
+		return
+	}
 	if d.relay() {
 		return // parked, or already ended by Close: not ours any more
 	}
 	d.release()
+	if d.state.CompareAndSwap(running, ended) {
+		d.finish()
+	}
+}
+
+// recovered ends a direction whose goroutine panicked: the tunnel is closed
+// and the direction finished, so done still comes once and what the tunnel
+// holds is released. Its buffer and pipe are dropped, not pooled: their
+// state is unknown.
+func (d *direction) recovered(v any) {
+	panics.Add(1)
+	t := d.t
+	if t.OnPanic != nil {
+		t.OnPanic(v, debug.Stack())
+	}
+	t.errOnce.Do(func() { t.err = ErrPanic })
+	t.closeBoth()
+	if d.buf != nil {
+		d.buf = nil
+		held.Add(-1)
+	}
+	d.sp.discard()
 	if d.state.CompareAndSwap(running, ended) {
 		d.finish()
 	}

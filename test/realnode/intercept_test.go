@@ -20,6 +20,7 @@ import (
 	"egret.io/egret/internal/intercept"
 	"egret.io/egret/internal/testutil"
 	"egret.io/egret/internal/testutil/realnode"
+	"egret.io/egret/internal/testutil/squid"
 )
 
 // The intercepting gateway of deploy/overlays/intercept on a real node, as
@@ -45,6 +46,8 @@ import (
 //     pod trust the new leaves;
 //   - the credential is in no gateway log and no pod spec;
 //   - a new value of the Secret serves the next requests, no restart.
+//   - behind a corporate proxy that intercepts TLS too (Squid ssl-bump as
+//     the gateway's upstream, its CA in origin-ca.crt), the same.
 func TestInterceptOverlay(t *testing.T) {
 	n := realnode.Get(t)
 	image := n.RuntimesImage(t)
@@ -65,7 +68,14 @@ func TestInterceptOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"ca.crt": caPEM, "ca.key": keyPEM, "origin-ca.crt": org.caPEM} {
+	// The corporate proxy that the gateway is put behind at the end
+	// (behind-ssl-bump): its CA goes in origin-ca.crt beside the origin's,
+	// as a gateway behind a proxy that intercepts TLS needs.
+	corpPEM, corpKey, err := intercept.GenerateCA("corp ssl-bump CA", 24*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"ca.crt": caPEM, "ca.key": keyPEM, "origin-ca.crt": append(append([]byte{}, org.caPEM...), corpPEM...)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -368,6 +378,41 @@ func TestInterceptOverlay(t *testing.T) {
 		}
 	})
 	step("rotation")
+
+	// Behind a corporate proxy that intercepts TLS too (Squid ssl-bump,
+	// the gateway's upstream from its Secret, read without a restart): the
+	// gateway verifies Squid's leaf with origin-ca.crt, injects the
+	// credential, and the request goes gateway → Squid → origin.
+	t.Run("behind-ssl-bump", func(t *testing.T) {
+		sq := squid.Start(t, squid.Options{Namespace: out.NS, Listen: out.IP + ":3128", Hosts: map[string]string{host: out.IP},
+			Bump: &squid.Bump{CACert: corpPEM, CAKey: corpKey, OriginCAFile: filepath.Join(dir, "origin-ca.crt")}})
+		upstream := n.KubectlT(t, "create", "secret", "generic", "egret-upstream", "-n", "egret-system", "--dry-run=client", "-o", "yaml",
+			"--from-literal=EGRET_SSRF_ALLOW_CIDRS="+out.IP+"/32", "--from-literal=UPSTREAM_PROXY=http://"+sq.Addr)
+		if err := os.WriteFile(filepath.Join(dir, "upstream.yaml"), []byte(upstream), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n.KubectlT(t, "apply", "-f", filepath.Join(dir, "upstream.yaml"))
+		start := time.Now()
+		for i := 0; ; i++ {
+			path := fmt.Sprintf("/v1/bumped-%d", i)
+			status, o, _ := request(n, ns, agent.Name, "curl", "https://"+host+path, "GET", "")
+			if status == 200 && org.auth(path) == "Bearer "+token2 && squidSaw(sq, "https://"+host+path) {
+				break
+			}
+			if time.Since(start) > 90*time.Second {
+				t.Fatalf("no injected request through Squid after %s: status %d, the origin saw %q\n%s\n%s", time.Since(start).Round(time.Second),
+					status, redact(redact(org.auth(path), token), token2), o, strings.Join(sq.AccessLog(), "\n"))
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("gateway → Squid ssl-bump → origin %s after the upstream Secret's update", time.Since(start).Round(time.Second))
+		for _, rt := range []string{"python", "java"} {
+			path := "/v1/bumped/" + rt
+			if status, o, err := request(n, ns, agent.Name, rt, "https://"+host+path, "GET", ""); err != nil || status != 200 || org.auth(path) != "Bearer "+token2 {
+				t.Errorf("%s behind Squid: status %d, %v, the origin saw %q\n%s", rt, status, err, redact(redact(org.auth(path), token), token2), o)
+			}
+		}
+	})
 
 	// The credential is in no log of the gateways and in no pod spec the
 	// kubelet runs; the logs do name it (they are the lines we mean).

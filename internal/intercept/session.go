@@ -96,6 +96,13 @@ func (s *session) predial(ctx context.Context) {
 	s.pre = ch
 	s.preMu.Unlock()
 	go func() {
+		defer func() {
+			// Nothing above this goroutine would recover a panic: it ends
+			// this dial, never the process (Tunnel.Dial recovers its own).
+			if v := recover(); v != nil {
+				ch <- dialResult{nil, errors.New("the connection to the origin failed: an internal error")}
+			}
+		}()
 		c, err := s.dialTLS(ctx, s.tlsBoth)
 		ch <- dialResult{c, err}
 	}()

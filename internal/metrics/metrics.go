@@ -97,6 +97,9 @@ type Metrics struct {
 	// AccessLogDropped counts access log lines dropped because the log's
 	// output fell behind (its queue was full).
 	AccessLogDropped prometheus.Counter
+	// Panics counts panics recovered (the one connection or tunnel closed,
+	// the process kept), by where: connection, relay, intercept.
+	Panics *prometheus.CounterVec
 	// Policy is per-workload egress (policy.go).
 	Policy *Policy
 }
@@ -202,6 +205,10 @@ func New(ver string) *Metrics {
 			Name: "egret_proxy_access_log_dropped_total",
 			Help: "Access log lines dropped because the log's output fell behind (the queue of lines to write was full).",
 		}),
+		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egret_proxy_panics_total",
+			Help: "Panics recovered, by where (connection, relay, intercept): the connection or tunnel was closed, the process kept.",
+		}, []string{"where"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "egret_build_info",
@@ -220,7 +227,7 @@ func New(ver string) *Metrics {
 	m.collectors = []prometheus.Collector{m.Requests, m.Duration, m.TunnelsOpen, m.Bytes, m.UpstreamConnect,
 		m.UpstreamErrors, m.UpstreamResponses, m.UpstreamAttempts, m.UpstreamMemberDown, m.UpstreamProbes,
 		m.CredentialFallbacks, m.BreakerTransitions, m.LimitRejections, m.PolicyDenials, m.WouldDeny, m.live,
-		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, m.AccessLogDropped, info,
+		m.Errors, m.DNSLookups, m.ConfigReloads, m.Ready, m.AcceptErrors, m.GuardRefusals, m.AccessLogDropped, m.Panics, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	m.intercept = newInterceptCollector()
 	m.collectors = append(m.collectors, m.intercept)

@@ -142,8 +142,7 @@ func (s *Server) serveRaw(ln net.Listener, kind string, handle func(ctx context.
 				l.end() // what no tunnel took over
 				if r := recover(); r != nil {
 					c.Close()
-					s.log.Error("panic serving a connection", "listener", ln.Addr().String(), "client", c.RemoteAddr().String(),
-						"panic", r, "stack", string(debug.Stack()))
+					s.panicked(panicConnection, c.RemoteAddr().String(), r, debug.Stack())
 				}
 				s.raw.untrack(c)
 				cancel()

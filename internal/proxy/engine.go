@@ -220,8 +220,7 @@ func (cc *clientConn) serve() {
 	cc.ctx, cc.cancel = context.WithCancel(s.ctx)
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("panic serving a connection", "listener", "proxy", "client", cc.remote,
-				"panic", r, "stack", string(debug.Stack()))
+			s.panicked(panicConnection, cc.remote, r, debug.Stack())
 		}
 		if !cc.handedOff {
 			cc.c.Close()

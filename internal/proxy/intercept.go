@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 
@@ -91,7 +92,15 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 		// new connection to the destination, so it takes the
 		// destination's slot and asks its breaker as admission did, and
 		// tells the breaker how it went; closing it gives the slot back.
-		Dial: func(ctx context.Context) (net.Conn, error) {
+		Dial: func(ctx context.Context) (conn net.Conn, err error) {
+			// It runs on the engine's and net/http's goroutines, where
+			// nothing else would recover a panic.
+			defer func() {
+				if v := recover(); v != nil {
+					s.panicked(panicIntercept, ev.client, v, debug.Stack())
+					conn, err = nil, &proxystatus.Error{Type: proxystatus.ProxyInternalError, Detail: "egret failed connecting to " + a.dest.Host + " (an internal error, logged)"}
+				}
+			}()
 			var l lease
 			breaker, err := s.admitDest(a.dest, false, &l)
 			if err != nil {
@@ -112,13 +121,32 @@ func (s *Server) intercept(ev *event, t *relay.Tunnel, client net.Conn, early []
 		// admission made, the ClientHello replayed.
 		Passthrough: func(conn net.Conn) error {
 			done := make(chan relay.Result, 1)
-			relay.New(conn, sc.Conn).Start(nil, sc.Prefix, func(r relay.Result) { done <- r })
+			rt := relay.New(conn, sc.Conn)
+			rt.OnPanic = s.onPanic
+			rt.Start(nil, sc.Prefix, func(r relay.Result) { done <- r })
 			<-done
 			return nil
 		},
 	}
+	// The engine runs on the tunnel's own context: the server's, ended
+	// too when egret closes the tunnel (the idle reaper, a drain's cut-off)
+	// — the requests in flight and the origin dials end with it.
+	ctx, cancel := context.WithCancel(s.ctx)
+	t.AfterClose(cancel)
 	go func() {
-		res, err := s.opts.Intercept.Engine.Serve(s.ctx, client, tun)
+		defer cancel()
+		defer func() {
+			// A panic ends this tunnel only.
+			if v := recover(); v != nil {
+				s.panicked(panicIntercept, ev.client, v, debug.Stack())
+				client.Close()
+				sc.Close()
+				ev.interceptErr = "error"
+				s.finish(ev)
+				s.removeTunnel(t)
+			}
+		}()
+		res, err := s.opts.Intercept.Engine.Serve(ctx, client, tun)
 		ev.exempt, ev.requests, ev.sni = res.Exempt, res.Requests, res.SNI
 		ev.up, ev.down = tc.up.Load(), tc.down.Load()
 		if err != nil {

@@ -120,6 +120,7 @@ type Server struct {
 	tr           *transport.Transport // dials; keeps the idle connections of forwarded requests
 	via10, via11 string               // Via elements
 	shortLog     everySecond          // the refused short names' log lines
+	onPanic      func(any, []byte)    // relayPanic, bound once
 	// dnsOK and dnsErr are the children of the lookup counter, taken once
 	// (a label lookup per lookup would allocate); nil without metrics.
 	dnsOK, dnsErr prometheus.Counter
@@ -194,6 +195,7 @@ func New(opts Options, st *State) (*Server, error) {
 		stop:    make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.onPanic = s.relayPanic
 	if s.m != nil {
 		s.dnsOK, s.dnsErr = s.m.DNSLookups.WithLabelValues("ok"), s.m.DNSLookups.WithLabelValues("error")
 	}

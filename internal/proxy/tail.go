@@ -125,6 +125,7 @@ func (s *Server) start(ev *event, t *relay.Tunnel, clientPrefix []byte, sc *Conn
 		// and this tunnel's log line is written.
 		s.removeTunnel(t)
 	}
+	t.OnPanic = s.onPanic
 	if inline != nil {
 		*inline = t.StartInline(clientPrefix, sc.Prefix, done)
 		return

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -83,7 +84,37 @@ type Tunnel struct {
 	done      func(Result)
 	dirs      [2]direction
 	parkAfter time.Duration
+
+	// OnPanic, when set (before Start), is called with what a relay
+	// goroutine of the tunnel recovered from a panic, and its stack;
+	// either way the tunnel is closed and done is called, and the process
+	// goes on. The value may hold anything the panicking code had at hand:
+	// log its type, not its text.
+	OnPanic func(v any, stack []byte)
+
+	afterClose atomic.Pointer[func()] // AfterClose
 }
+
+// AfterClose arranges for f to be called when Close ends the tunnel (at
+// once if it has ended): a tunnel whose bytes another component moves (an
+// intercepted one, registered but never started) learns that egret cut it
+// off. f may be called more than once.
+func (t *Tunnel) AfterClose(f func()) {
+	t.afterClose.Store(&f)
+	if t.closed.Load() {
+		f()
+	}
+}
+
+// ErrPanic is the Result.Err of a tunnel a relay goroutine's panic ended.
+var ErrPanic = errors.New("relay: a relay goroutine panicked; the tunnel was closed")
+
+// panics counts the panics relay goroutines recovered from (Panics).
+var panics atomic.Uint64
+
+// Panics is how many panics relay goroutines have recovered from since the
+// process started.
+func Panics() uint64 { return panics.Load() }
 
 // Direction states.
 const (
@@ -194,6 +225,9 @@ func (t *Tunnel) closeBoth() {
 		t.B.Close()
 	}
 	t.mu.Unlock()
+	if f := t.afterClose.Load(); f != nil {
+		(*f)()
+	}
 	// A parked direction has no goroutine to notice the close, and the
 	// kernel drops a closed descriptor from the epoll set without an event:
 	// end it here. The epoll goroutine may race us for it; the state CAS
@@ -237,6 +271,11 @@ func (d *direction) finish() {
 // run relays until the direction ends or parks; it is the body of the
 // direction's goroutine, started by Start or by the parker on wake-up.
 func (d *direction) run() {
+	defer func() {
+		if v := recover(); v != nil {
+			d.recovered(v)
+		}
+	}()
 	if !d.attach() {
 		if d.state.CompareAndSwap(running, ended) {
 			d.finish()
@@ -247,6 +286,28 @@ func (d *direction) run() {
 		return // parked, or already ended by Close: not ours any more
 	}
 	d.release()
+	if d.state.CompareAndSwap(running, ended) {
+		d.finish()
+	}
+}
+
+// recovered ends a direction whose goroutine panicked: the tunnel is closed
+// and the direction finished, so done still comes once and what the tunnel
+// holds is released. Its buffer and pipe are dropped, not pooled: their
+// state is unknown.
+func (d *direction) recovered(v any) {
+	panics.Add(1)
+	t := d.t
+	if t.OnPanic != nil {
+		t.OnPanic(v, debug.Stack())
+	}
+	t.errOnce.Do(func() { t.err = ErrPanic })
+	t.closeBoth()
+	if d.buf != nil {
+		d.buf = nil
+		held.Add(-1)
+	}
+	d.sp.discard()
 	if d.state.CompareAndSwap(running, ended) {
 		d.finish()
 	}

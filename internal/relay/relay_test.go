@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -209,5 +210,75 @@ func TestStartInline(t *testing.T) {
 	case r := <-res:
 		t.Errorf("done called twice: %+v", r)
 	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// panicConn panics on its first Read with a value holding a secret.
+type panicConn struct{ net.Conn }
+
+func (c panicConn) Read([]byte) (int, error) { panic(errors.New("token=s3cr3t")) }
+
+// TestPanicEndsOnlyTheTunnel: a panic in a relay goroutine is recovered:
+// the tunnel is closed, done comes once with ErrPanic, OnPanic gets the
+// value and a stack, the count goes up, and the process goes on.
+func TestPanicEndsOnlyTheTunnel(t *testing.T) {
+	client, a := pair(t)
+	b, server := pair(t)
+	tun := New(panicConn{a}, b)
+	var got any
+	var stack []byte
+	tun.OnPanic = func(v any, s []byte) { got, stack = v, s }
+	before := Panics()
+	res := make(chan Result, 2)
+	tun.Start(nil, nil, func(r Result) { res <- r })
+	select {
+	case r := <-res:
+		if !errors.Is(r.Err, ErrPanic) {
+			t.Errorf("result error %v, want ErrPanic", r.Err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tunnel did not end after its relay goroutine panicked")
+	}
+	if got == nil || !bytes.Contains(stack, []byte("panicConn")) {
+		t.Errorf("OnPanic got %v and a stack of %d bytes", got, len(stack))
+	}
+	if Panics() != before+1 {
+		t.Errorf("Panics() = %d, want %d", Panics(), before+1)
+	}
+	// Both sides are closed.
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err == nil {
+		t.Error("the client side is still open")
+	}
+	if _, err := server.Read(make([]byte, 1)); err == nil {
+		t.Error("the destination side is still open")
+	}
+	select {
+	case <-res:
+		t.Error("done came twice")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestAfterClose: Close calls what AfterClose arranged, and AfterClose on
+// a closed tunnel calls it at once (an intercepted tunnel's context ends
+// when the reaper or a drain closes it).
+func TestAfterClose(t *testing.T) {
+	a, b := pair(t)
+	tun := New(a, b)
+	var n atomic.Int32
+	tun.AfterClose(func() { n.Add(1) })
+	if n.Load() != 0 {
+		t.Fatal("called before Close")
+	}
+	tun.Close()
+	if n.Load() != 1 {
+		t.Fatalf("Close called it %d times, want 1", n.Load())
+	}
+	var m atomic.Int32
+	tun.AfterClose(func() { m.Add(1) })
+	if m.Load() != 1 {
+		t.Error("AfterClose on a closed tunnel did not call at once")
 	}
 }

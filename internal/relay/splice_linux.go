@@ -78,6 +78,16 @@ func putPipe(p *pipe) {
 	unix.Close(p.w)
 }
 
+// discard closes the splicer's pipe, whatever it holds (a direction that
+// panicked: its count of bytes in the pipe is not to be trusted).
+func (s *splicer) discard() {
+	if s.p != nil {
+		unix.Close(s.p.r)
+		unix.Close(s.p.w)
+		s.p = nil
+	}
+}
+
 // splicer moves a direction's source → destination through a pipe it
 // holds while a burst lasts; the two RawConns are the directions' waiters'.
 type splicer struct {

@@ -194,6 +194,9 @@ func New(opts Options, st *State) (*Server, error) {
 		tunnels: map[*relay.Tunnel]string{},
 		stop:    make(chan struct{}),
 	}
+	// Members' names are egret's to resolve too (EGRET_HOSTS_FILE,
+	// EGRET_DNS_SERVERS), not the system's.
+	s.tr.Resolver = opts.Resolver
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.onPanic = s.relayPanic
 	if s.m != nil {

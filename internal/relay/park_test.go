@@ -3,6 +3,7 @@
 package relay
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -61,9 +62,11 @@ func TestParkedTunnelsResume(t *testing.T) {
 		ends = append(ends, end{c, s, tun})
 	}
 	waitUntil(t, "every direction to park", allParked)
-	if g := runtime.NumGoroutine(); g > g0+20 {
-		t.Errorf("%d goroutines with %d parked tunnels (started with %d): parked directions must not keep one", g, n, g0)
-	}
+	// A direction marked parked may still be returning from its
+	// goroutine: wait for the count to settle (it never does while parked
+	// directions keep goroutines: 2 per tunnel).
+	waitUntil(t, fmt.Sprintf("at most %d goroutines with %d parked tunnels (started with %d): parked directions must not keep one", g0+20, n, g0),
+		func() bool { return runtime.NumGoroutine() <= g0+20 })
 	for round := 0; round < 2; round++ {
 		for _, e := range ends {
 			e.c.SetDeadline(time.Now().Add(5 * time.Second))

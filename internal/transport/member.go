@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -79,7 +81,7 @@ func (t *Transport) OpenTunnel(ctx context.Context, p *upstream.Pool, m *upstrea
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout())
 	defer cancel()
 	if m.URL.Scheme == upstream.SchemeSOCKS5 {
-		tun, err := dialSOCKS(ctx, p, m, target, cred)
+		tun, err := t.dialSOCKS(ctx, p, m, target, cred)
 		return tun, 0, err
 	}
 	// A per-connection scheme's first value comes before the dial: a
@@ -119,7 +121,7 @@ func (t *Transport) OpenTunnel(ctx context.Context, p *upstream.Pool, m *upstrea
 // DialMember connects to an http or https member of p: TCP (p.Dialer),
 // then TLS for https (p.TLSConfig). Failures name the member.
 func (t *Transport) DialMember(ctx context.Context, p *upstream.Pool, m *upstream.Member) (net.Conn, error) {
-	c, err := dialMemberTCP(ctx, p, m.URL.Host)
+	c, err := t.dialMemberTCP(ctx, p, m.URL.Host)
 	if err != nil {
 		return nil, upstream.MemberError(m.Name, "connect to upstream", err)
 	}
@@ -145,19 +147,45 @@ func (t *Transport) DialMember(ctx context.Context, p *upstream.Pool, m *upstrea
 // memberDialer dials members of pools without a Dialer of their own.
 var memberDialer = &net.Dialer{Timeout: upstream.DefaultDialTimeout}
 
-func dialMemberTCP(ctx context.Context, p *upstream.Pool, addr string) (net.Conn, error) {
+// dialMemberTCP dials a member at addr ("host:port"). A member's host
+// name is looked up with t.Resolver (egret's: EGRET_HOSTS_FILE,
+// EGRET_DNS_SERVERS), as every other name egret dials, not by the
+// system's resolver; its addresses are tried in order.
+func (t *Transport) dialMemberTCP(ctx context.Context, p *upstream.Pool, addr string) (net.Conn, error) {
 	if p.Dialer != nil {
 		return p.Dialer.DialContext(ctx, "tcp", addr)
 	}
-	return memberDialer.DialContext(ctx, "tcp", addr)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || t.Resolver == nil {
+		return memberDialer.DialContext(ctx, "tcp", addr)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return memberDialer.DialContext(ctx, "tcp", addr)
+	}
+	addrs, err := t.Resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	last := fmt.Errorf("lookup %s: no address", host)
+	for _, a := range addrs {
+		c, err := memberDialer.DialContext(ctx, "tcp", net.JoinHostPort(a.Unmap().String(), port))
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, last
 }
 
-func dialSOCKS(ctx context.Context, p *upstream.Pool, m *upstream.Member, target string, cred *credentials.Credential) (*Tunnel, error) {
+func (t *Transport) dialSOCKS(ctx context.Context, p *upstream.Pool, m *upstream.Member, target string, cred *credentials.Credential) (*Tunnel, error) {
 	var auth *proxy.Auth
 	if cred != nil && !cred.IsBearer() { // SOCKS5 has no place for a bearer token
 		auth = &proxy.Auth{User: cred.User, Password: cred.Password}
 	}
-	d, err := proxy.SOCKS5("tcp", m.URL.Host, auth, poolDialer{p})
+	d, err := proxy.SOCKS5("tcp", m.URL.Host, auth, poolDialer{t, p})
 	if err != nil {
 		return nil, upstream.MemberError(m.Name, "socks5 upstream", err)
 	}
@@ -169,14 +197,17 @@ func dialSOCKS(ctx context.Context, p *upstream.Pool, m *upstream.Member, target
 }
 
 // poolDialer dials a pool's members for x/net/proxy's SOCKS5 client.
-type poolDialer struct{ p *upstream.Pool }
+type poolDialer struct {
+	t *Transport
+	p *upstream.Pool
+}
 
 func (d poolDialer) Dial(network, addr string) (net.Conn, error) {
-	return dialMemberTCP(context.Background(), d.p, addr)
+	return d.t.dialMemberTCP(context.Background(), d.p, addr)
 }
 
 func (d poolDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	return dialMemberTCP(ctx, d.p, addr)
+	return d.t.dialMemberTCP(ctx, d.p, addr)
 }
 
 // conversation is egret's exchange with an http(s) member before the

@@ -51,6 +51,11 @@ type Transport struct {
 	// OriginTLS configures TLS to https origins (ServerName defaults to the
 	// origin's host); nil means the system roots.
 	OriginTLS *tls.Config
+	// Resolver looks up the host names of upstream members (pools without
+	// a Dialer of their own); nil means the system's resolver.
+	Resolver interface {
+		LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+	}
 
 	idle *http1.Pool[Key]
 	// socketDeadline: Dial is DialTCP, which bounds a connect by its

@@ -919,3 +919,31 @@ func TestInterceptReapedEndsRequests(t *testing.T) {
 		t.Errorf("%d tunnels open", n)
 	}
 }
+
+// TestInterceptOnEveryListener: a site's method/path rule and its
+// credential hold alike on CONNECT, SOCKS5 and the transparent listener
+// (one admission path, one interception hook).
+func TestInterceptOnEveryListener(t *testing.T) {
+	l := startIntercepting(t)
+	for _, kind := range []string{"connect", "socks5", "transparent"} {
+		t.Run(kind, func(t *testing.T) {
+			tc, err := l.tunnel(t, kind, "api.test", "api.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.Close()
+			br := bufio.NewReader(tc)
+			if resp, _ := exchange(t, tc, br, "GET /admin HTTP/1.1\r\nHost: api.test\r\n\r\n"); resp == nil || resp.StatusCode != 403 {
+				t.Errorf("GET /admin: %v, want 403", resp)
+			}
+			before, _ := l.origin.seen()
+			if resp, _ := exchange(t, tc, br, "GET /v1/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer mine\r\n\r\n"); resp == nil || resp.StatusCode != 200 {
+				t.Fatalf("GET /v1/x: %v", resp)
+			}
+			raw, _ := l.origin.seen()
+			if got := strings.TrimPrefix(raw, before); !strings.Contains(got, "Authorization: Bearer "+injectedToken) || strings.Contains(got, "mine") {
+				t.Errorf("the origin read:\n%s", got)
+			}
+		})
+	}
+}

@@ -250,18 +250,34 @@ type seen struct {
 	Body    int                 `json:"body"`
 }
 
+// sseGates holds the go-aheads of /sse?gate=ID: the origin sends event 0,
+// then waits for the channel stored under ID to close before the others —
+// a stream that is buffered on its way never shows event 0 to the client.
+var sseGates sync.Map
+
 // echoHandler answers with what it received, and serves the streaming
-// endpoints: /sse (events one by one, each after the client's go-ahead
-// via /sse-next), /ws (a WebSocket echo), /stream (echoes the body as it
-// arrives).
+// endpoints: /sse (events one by one, 300 ms apart or, with ?gate=ID, the
+// rest once sseGates[ID] closes), /ws (a WebSocket echo), /stream (echoes
+// the body as it arrives).
 func echoHandler() http.Handler {
 	ws := websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) })
 	sse := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
+		gate, gated := sseGates.Load(r.URL.Query().Get("gate"))
 		for i := range 3 {
 			fmt.Fprintf(w, "data: event %d\n\n", i)
 			w.(http.Flusher).Flush()
-			time.Sleep(300 * time.Millisecond)
+			if !gated {
+				time.Sleep(300 * time.Millisecond)
+				continue
+			}
+			if i == 0 {
+				select {
+				case <-gate.(chan struct{}):
+				case <-r.Context().Done():
+					return
+				}
+			}
 		}
 	}
 	stream := func(w http.ResponseWriter, r *http.Request) {

@@ -169,9 +169,11 @@ func trustOptOut(pod *corev1.Pod, ns *corev1.Namespace) (bool, string) {
 // that name — made by whoever may create ConfigMaps in the namespace — is
 // never mounted: the pod is refused under validation enforce, admitted
 // without the CA and warned otherwise. It does nothing without a trust
-// policy, and warns instead of injecting when the namespace is not
-// labelled for injection (egret writes no bundle there), no bundle is
-// built yet, or egret has not written it into the namespace yet.
+// policy or for a pod opted out, and warns instead of injecting when the
+// namespace is not labelled for injection (egret writes no bundle there).
+// It refuses the pod when no bundle is built yet, or the namespace's
+// ConfigMap is missing or holds another of egret's bundles: a pod is never
+// admitted silently without the CA it should have.
 func injectTrust(out *MutateResult, in Input, w *warner) *stamp.Trust {
 	tp := in.Policy.Trust
 	if tp == nil {
@@ -185,19 +187,25 @@ func injectTrust(out *MutateResult, in Input, w *warner) *stamp.Trust {
 			TrustConfigMapName, discovery.InjectLabel, discovery.InjectEnabled))
 		return nil
 	}
+	// The window before the bundle reaches the namespace (an install, a
+	// new namespace, a change of the CAs): the pod is refused, never
+	// admitted without the CA it should trust. Its controller creates it
+	// again (a ReplicaSet retries with back-off); the webhook writes a
+	// missing bundle itself before it gets here (Handlers.CreateTrustBundle).
+	retry := fmt.Sprintf("create the pod again in a moment (a Deployment's or Job's controller retries by itself), or opt it out with annotation %s: \"false\"", TrustAnnotation)
 	if in.Trust == nil {
-		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: the trust bundle from %s is not built yet (see the webhook's log)", tp.Source()))
+		out.Denied = fmt.Sprintf("egret: pod refused: it should trust the corporate CA, but the trust bundle from %s is not built yet (see the webhook's log); %s", tp.Source(), retry)
 		return nil
 	}
 	ns, b, digest := in.Namespace.Name, in.TrustBundle, in.Trust.Digest
 	switch {
 	case b.Matches(digest):
 	case b == nil:
-		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: egret has not written ConfigMap %s/%s yet; recreate the pod in a moment", ns, TrustConfigMapName))
+		out.Denied = fmt.Sprintf("egret: pod refused: it should trust the corporate CA, but ConfigMap %s/%s is not written yet and the webhook could not write it (see its log); %s", ns, TrustConfigMapName, retry)
 		return nil
 	case b.updating():
-		out.Warnings = append(out.Warnings, fmt.Sprintf("egret: no CA injected: ConfigMap %s/%s holds bundle %s, egret's current one is %s (the writer is catching up); recreate the pod in a moment",
-			ns, TrustConfigMapName, shortDigest(b.PEMDigest), shortDigest(digest)))
+		out.Denied = fmt.Sprintf("egret: pod refused: it should trust the corporate CA, but ConfigMap %s/%s holds bundle %s and egret's current one is %s (the writer is catching up); %s",
+			ns, TrustConfigMapName, shortDigest(b.PEMDigest), shortDigest(digest), retry)
 		return nil
 	default:
 		msg := fmt.Sprintf("ConfigMap %s/%s is not the trust bundle egret wrote (%s), so egret does not mount it as this pod's trusted CAs. "+

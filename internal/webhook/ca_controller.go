@@ -397,13 +397,7 @@ func (c *TrustController) write(ctx context.Context, ns string, b *built, p12 *[
 		if err != nil {
 			return err
 		}
-		cm = corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TrustConfigMapName,
-				Labels:      map[string]string{discovery.ManagedByLabel: "egret", discovery.PartOfLabel: "egret"},
-				Annotations: map[string]string{TrustDigestAnnotation: b.state.Digest}},
-			Data:       map[string]string{trust.BundleFile: string(b.bundle.PEM())},
-			BinaryData: map[string][]byte{trust.TrustStoreFile: p},
-		}
+		cm = newBundleConfigMap(ns, b, p)
 		err = c.Client.Create(ctx, &cm)
 		if apierrors.IsAlreadyExists(err) {
 			log.FromContext(ctx).Info("configmap exists and is not managed by egret; not touching it", "namespace", ns, "name", TrustConfigMapName)
@@ -434,6 +428,42 @@ func (c *TrustController) write(ctx context.Context, ns string, b *built, p12 *[
 		return fmt.Errorf("update configmap %s/%s: %w", ns, TrustConfigMapName, err)
 	}
 	return nil
+}
+
+func newBundleConfigMap(ns string, b *built, p12 []byte) corev1.ConfigMap {
+	return corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TrustConfigMapName,
+			Labels:      map[string]string{discovery.ManagedByLabel: "egret", discovery.PartOfLabel: "egret"},
+			Annotations: map[string]string{TrustDigestAnnotation: b.state.Digest}},
+		Data:       map[string]string{trust.BundleFile: string(b.bundle.PEM())},
+		BinaryData: map[string][]byte{trust.TrustStoreFile: p12},
+	}
+}
+
+// Create writes namespace ns's bundle ConfigMap now, when it has none: the
+// webhook calls it for a pod that arrives before the writer (the leader,
+// on its next sync) has. It only creates — an existing ConfigMap, egret's
+// or not, is the writer's business. It builds the bundle from the same
+// source caches as the tracker (waiting for their first sync) and returns
+// what it built, which becomes Current when nothing was yet.
+func (c *TrustController) Create(ctx context.Context, ns string) (*TrustState, error) {
+	b, err := c.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.current.CompareAndSwap(nil, b.state)
+	p, err := b.bundle.TrustStore(c.Rand)
+	if err != nil {
+		return nil, err
+	}
+	cm := newBundleConfigMap(ns, b, p)
+	switch err := c.Client.Create(ctx, &cm); {
+	case err == nil:
+		log.FromContext(ctx).Info("trust bundle written for an arriving pod", "namespace", ns, "digest", b.state.Digest)
+	case !apierrors.IsAlreadyExists(err):
+		return nil, fmt.Errorf("create configmap %s/%s: %w", ns, TrustConfigMapName, err)
+	}
+	return b.state, nil
 }
 
 func (c *TrustController) remove(ctx context.Context, ns string) error {

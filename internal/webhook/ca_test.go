@@ -178,7 +178,6 @@ func TestMutateTrustSkips(t *testing.T) {
 		{"pod-opts-out", pod(map[string]string{TrustAnnotation: "false"}), ns("shop", optedIn, nil), builtTrust, ""},
 		{"namespace-opts-out", pod(nil), ns("shop", optedIn, map[string]string{TrustAnnotation: "false"}), builtTrust, ""},
 		{"unlabelled-namespace", pod(map[string]string{InjectAnnotation: "true"}), ns("shop", nil, nil), builtTrust, "only in namespaces labelled"},
-		{"bundle-not-built", pod(nil), ns("shop", optedIn, nil), nil, "not built yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := Mutate(tc.pod, Input{Policy: p, Namespace: tc.ns, Cluster: testCluster(), Trust: tc.trust, TrustBundle: egretsBundle})
@@ -196,6 +195,13 @@ func TestMutateTrustSkips(t *testing.T) {
 				t.Errorf("warnings %q, want %q", all, tc.warning)
 			}
 		})
+	}
+	// A pod that should trust the CA is refused, never admitted without it,
+	// while the bundle is not built yet.
+	res := Mutate(pod(nil), Input{Policy: p, Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), TrustBundle: egretsBundle})
+	if !strings.Contains(res.Denied, "it should trust the corporate CA, but the trust bundle from ConfigMap egret-system/corp-ca is not built yet") ||
+		!strings.Contains(res.Denied, "create the pod again in a moment") || res.Mode != 0 {
+		t.Errorf("bundle not built: denied %q, mode %v", res.Denied, res.Mode)
 	}
 	// Without a trust policy nothing changes (the existing goldens hold).
 	plain := Mutate(pod(nil), Input{Policy: testPolicy(t, nil), Namespace: ns("shop", optedIn, nil), Cluster: testCluster(), Trust: builtTrust, TrustBundle: egretsBundle})
@@ -232,9 +238,11 @@ func TestMutateTrustOnlyEgretsBundle(t *testing.T) {
 			"store evil", ""},
 		{"tenant-made-unreadable", &TrustBundle{UID: "u", Ours: true, Annotated: "d1", Contents: trust.Contents{Problem: "ca-bundle.pem: no certificate"}}, "warn", false, "",
 			"its content cannot be read: ca-bundle.pem: no certificate"},
-		{"egrets-previous-bundle", &TrustBundle{UID: "u", Ours: true, Annotated: "d0", Contents: contents("d0", "d0")}, "enforce", false, "",
-			"holds bundle d0, egret's current one is d1 (the writer is catching up)"},
-		{"not-written-yet", nil, "enforce", false, "", "egret has not written ConfigMap shop/egret-trust-bundle yet"},
+		// The window before egret's bundle reaches the namespace refuses the
+		// pod under any validation level: never admitted without the CA.
+		{"egrets-previous-bundle", &TrustBundle{UID: "u", Ours: true, Annotated: "d0", Contents: contents("d0", "d0")}, "warn", false,
+			"pod refused: it should trust the corporate CA, but ConfigMap shop/egret-trust-bundle holds bundle d0 and egret's current one is d1 (the writer is catching up)", ""},
+		{"not-written-yet", nil, "warn", false, "pod refused: it should trust the corporate CA, but ConfigMap shop/egret-trust-bundle is not written yet", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := trustPolicy(t, func(c *Config) { c.Mode, c.Image = "sidecar", "egret:test" })

@@ -42,6 +42,12 @@ type Handlers struct {
 	// TrustBundle looks up the TrustConfigMapName ConfigMap of a namespace
 	// (TrustBundles.Get); nil: none is ever mounted.
 	TrustBundle func(ctx context.Context, namespace string) (*TrustBundle, error)
+	// CreateTrustBundle, when set, builds the bundle and writes a
+	// namespace's bundle ConfigMap when it has none, for a pod that arrives
+	// before the tracker or the writer, and returns the bundle it built and the ConfigMap as
+	// the API server then holds it (TrustController.Create, then
+	// TrustBundles.Live).
+	CreateTrustBundle func(ctx context.Context, namespace string) (*TrustState, *TrustBundle, error)
 	// Upstream reads the version of the upstream Secret (the policy's
 	// UpstreamSecret) in a namespace; nil: not recorded.
 	Upstream *UpstreamVersions
@@ -97,6 +103,24 @@ func (h *Handlers) input(ctx context.Context, req admission.Request) (*corev1.Po
 			return nil, in, err
 		}
 		in.TrustBundle = b
+		if (b == nil || in.Trust == nil) && h.CreateTrustBundle != nil {
+			if off, _ := trustOptOut(&pod, &ns); !off {
+				// The window after an install or a new namespace: the
+				// tracker has not built the bundle or the writer has not
+				// written this namespace's yet. Build and write it now
+				// rather than admit the pod without the CA (Mutate
+				// refuses what is still missing).
+				st, b, err := h.CreateTrustBundle(ctx, ns.Name)
+				if err != nil {
+					log.FromContext(ctx).Error(err, "trust bundle not written for an arriving pod", "namespace", ns.Name)
+				} else {
+					if in.Trust == nil {
+						in.Trust = st
+					}
+					in.TrustBundle = b
+				}
+			}
+		}
 	}
 	return &pod, in, nil
 }

@@ -174,6 +174,14 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		h.Trust, h.TrustBundle = tc.Current, bundles.Get
+		h.CreateTrustBundle = func(ctx context.Context, ns string) (*TrustState, *TrustBundle, error) {
+			st, err := tc.Create(ctx, ns)
+			if err != nil {
+				return nil, nil, err
+			}
+			b, err := bundles.Live(ctx, ns)
+			return st, b, err
+		}
 	}
 	dc := &drift.Controller{Namespace: o.Namespace, Identity: identity(), Expect: h.Expect, Mode: o.StaleRestart,
 		Metrics: wm, Interval: o.DriftInterval}

@@ -137,6 +137,19 @@ func (t *TrustBundles) Get(ctx context.Context, ns string) (*TrustBundle, error)
 	return ObserveTrustBundle(&cm), nil
 }
 
+// Live reads namespace ns's bundle ConfigMap from the API server, past
+// the cache; nil when there is none.
+func (t *TrustBundles) Live(ctx context.Context, ns string) (*TrustBundle, error) {
+	var cm corev1.ConfigMap
+	switch err := t.api.Get(ctx, types.NamespacedName{Namespace: ns, Name: TrustConfigMapName}, &cm); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get configmap %s/%s: %w", ns, TrustConfigMapName, err)
+	}
+	return ObserveTrustBundle(&cm), nil
+}
+
 // List returns the observations of every namespace's bundle ConfigMap.
 func (t *TrustBundles) List(ctx context.Context) (map[string]*TrustBundle, error) {
 	var l corev1.ConfigMapList

@@ -4,10 +4,8 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"runtime/debug"
 	"slices"
 	"sync"
-	"time"
 )
 
 // rawListeners tracks the listeners that are not HTTP servers (transparent,
@@ -162,36 +160,4 @@ func (s *Server) NoteListener(addr net.Addr) {
 	if a, ok := addrPort(addr); ok {
 		s.raw.noteSelf(a)
 	}
-}
-
-// serveRaw accepts connections on ln and runs handle for each in its own
-// goroutine, until Shutdown. handle must hand the connection to s.relay or
-// close it before returning. l holds the connection's client slot (and
-// whatever handle adds before admission); a tunnel takes it over, and
-// whatever it still holds when handle returns is released then. A panic in handle closes that connection and
-// is logged; the process stays up.
-func (s *Server) serveRaw(ln net.Listener, kind string, handle func(ctx context.Context, c net.Conn, ev *event, l *lease)) error {
-	return s.accept(ln, kind, func(c net.Conn, slot func()) {
-		ev := &event{kind: kind, client: c.RemoteAddr().String(), start: time.Now()}
-		l := &lease{}
-		l.hold(slot)
-		ctx, cancel := context.WithCancel(s.ctx)
-		if !s.raw.track(c, cancel) {
-			cancel()
-			c.Close()
-			return
-		}
-		go func() {
-			defer func() {
-				l.end() // what no tunnel took over
-				if r := recover(); r != nil {
-					c.Close()
-					s.panicked(panicConnection, c.RemoteAddr().String(), r, debug.Stack())
-				}
-				s.raw.untrack(c)
-				cancel()
-			}()
-			handle(ctx, c, ev, l)
-		}()
-	})
 }

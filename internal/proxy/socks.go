@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
-	"time"
 
 	"strconv"
 
@@ -65,41 +63,6 @@ func (s *Server) serveSOCKS(ctx context.Context, c net.Conn, ev *event, l *lease
 		c, stop, &socksSide{s: s, ctx: ctx, c: c, l: l}, tunnelOpts{sni: true})
 }
 
-// socksSide is a SOCKS5 request's part in the tail: SOCKS5 replies.
-type socksSide struct {
-	s   *Server
-	ctx context.Context
-	c   net.Conn
-	l   *lease // the connection's slots
-	sc  *Conn
-}
-
-func (ss *socksSide) refuse(ev *event, e *proxystatus.Error, cause error) {
-	ss.s.refuseSOCKS(ss.ctx, ev, ss.c, socksReplyFor(cause, e), e)
-}
-
-func (ss *socksSide) hand(sc *Conn) {
-	ss.sc = sc
-	sc.lease.take(ss.l) // the connection's slot, until the tunnel ends
-}
-
-func (ss *socksSide) established(more []byte) ([]byte, *proxystatus.Error) {
-	bound, _ := addrPort(ss.sc.Conn.LocalAddr())
-	if err := socks5.Reply(ss.c, socks5.Succeeded, bound); err != nil {
-		return nil, &proxystatus.Error{Type: proxystatus.ConnectionTerminated, Detail: "send the SOCKS5 reply: " + errText(err), Err: err}
-	}
-	ss.c.SetDeadline(time.Time{})
-	return more, nil
-}
-
-// refuseSOCKS answers a request with a failure reply, closes the
-// connection and logs e.
-func (s *Server) refuseSOCKS(ctx context.Context, ev *event, c net.Conn, code socks5.ReplyCode, e *proxystatus.Error) {
-	socks5.Reply(c, code, netip.AddrPort{})
-	c.Close()
-	s.failRaw(ctx, ev, e, e.Code())
-}
-
 // socksHandshakeError classifies a failed negotiation for the log. The
 // client has already been answered by socks5.Handshake. No password is in
 // any of these errors.
@@ -119,39 +82,6 @@ func socksHandshakeError(err error) *proxystatus.Error {
 		out.Type = proxystatus.ConnectionTerminated
 	}
 	return &out
-}
-
-// socksReplyFor maps a failed dial to a SOCKS5 reply code. A direct dial's
-// operating-system error says what happened at the destination. Through an
-// upstream, only the upstream's own answer says anything about the
-// destination: a 403 is a policy refusal ("not allowed by ruleset"), a 504
-// a timeout; everything else is the upstream's failure, a general one.
-func socksReplyFor(err error, e *proxystatus.Error) socks5.ReplyCode {
-	if e.Upstream != "" {
-		switch {
-		case e.Type == proxystatus.UpstreamRefused && e.Status == http.StatusForbidden:
-			return socks5.NotAllowed
-		case e.Type == proxystatus.UpstreamRefused && e.Status == http.StatusGatewayTimeout:
-			return socks5.TTLExpired
-		}
-		return socks5.GeneralFailure
-	}
-	if code := socks5.ReplyCodeFor(err); code != socks5.GeneralFailure {
-		return code
-	}
-	switch e.Type {
-	case proxystatus.DestinationNotFound, proxystatus.DNSError, proxystatus.DestinationIPUnroute:
-		return socks5.HostUnreachable
-	case proxystatus.ConnectionRefused:
-		return socks5.ConnectionRefused
-	case proxystatus.DNSTimeout, proxystatus.ConnectionTimeout:
-		return socks5.TTLExpired
-	case proxystatus.HTTPRequestDenied, proxystatus.DestinationIPProhibit, proxystatus.ProxyLoopDetected:
-		return socks5.NotAllowed
-	case proxystatus.ConnectionLimitReached:
-		return socks5.GeneralFailure
-	}
-	return socks5.GeneralFailure
 }
 
 // countingConn counts the bytes read through it (the handshake only).

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"egret.io/egret/internal/ipaddr"
 	"egret.io/egret/internal/metrics"
@@ -32,11 +31,6 @@ type TransparentOptions struct {
 	// the sniff package's defaults (16 KiB, 300 ms to the first byte, 3 s).
 	Sniff sniff.Options
 }
-
-// refuseLinger bounds how long a refused plain-HTTP client may keep
-// sending after its error response, so it reads the answer instead of a
-// reset.
-const refuseLinger = 2 * time.Second
 
 // ServeTransparent accepts iptables-REDIRECTed connections on ln until
 // Shutdown. Each connection's original destination is recovered, its first
@@ -139,26 +133,6 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn, ev *event, l 
 		c, stop, &transparentSide{s: s, ctx: ctx, c: c, l: l, res: &res}, tunnelOpts{})
 }
 
-// transparentSide is a redirected connection's part in the tail: no
-// answer but an HTTP client's refusal; the sniffed bytes go first.
-type transparentSide struct {
-	s   *Server
-	ctx context.Context
-	c   net.Conn
-	l   *lease // the connection's slots
-	res *sniff.Result
-}
-
-func (ts *transparentSide) refuse(ev *event, e *proxystatus.Error, _ error) {
-	ts.s.refuseTransparent(ts.ctx, ev, ts.c, ts.res.Proto, e)
-}
-
-func (ts *transparentSide) hand(sc *Conn) { sc.lease.take(ts.l) }
-
-func (ts *transparentSide) established(more []byte) ([]byte, *proxystatus.Error) {
-	return append(ts.res.Peeked, more...), nil
-}
-
 // routeTransparent decides a redirected connection: it sets a's
 // destination to log and judge by, the destination to dial, and the
 // routes' decision (the workload's policy then judges a.dest, and
@@ -246,42 +220,6 @@ func joinAddrs(as []netip.Addr) string {
 		b.WriteString(a.String())
 	}
 	return b.String()
-}
-
-// refuseTransparent ends a redirected connection that cannot be served.
-// A plain-HTTP client gets the error as an HTTP response with
-// Proxy-Status; TLS and unknown protocols have no channel for it and are
-// closed. The log line carries the Proxy-Status type either way.
-func (s *Server) refuseTransparent(ctx context.Context, ev *event, c net.Conn, proto sniff.Proto, e *proxystatus.Error) {
-	answered := false
-	if proto == sniff.HTTP {
-		c.SetWriteDeadline(time.Now().Add(refuseLinger))
-		answered = proxystatus.WriteRaw(c, e, true) == nil
-	}
-	s.failRaw(ctx, ev, e, e.Code())
-	if answered {
-		lingerClose(c)
-	}
-	c.Close()
-}
-
-// lingerClose half-closes c and discards what the client still sends for
-// a moment, so it reads the answer rather than a reset.
-func lingerClose(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
-	c.SetReadDeadline(time.Now().Add(refuseLinger))
-	io.Copy(io.Discard, io.LimitReader(c, 256<<10))
-}
-
-// failRaw logs a connection of a raw listener (transparent, SOCKS5) that
-// ended with e. status is what the log and metrics record: the HTTP status
-// an explicit client would have received (e.Code()), or 0 when the client
-// went away.
-func (s *Server) failRaw(ctx context.Context, ev *event, e *proxystatus.Error, status int) {
-	ev.err, ev.status = e, status
-	s.finish(ev)
 }
 
 func addrPort(a net.Addr) (netip.AddrPort, bool) {

@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"egret.io/egret/internal/route"
+	"egret.io/egret/internal/socks5"
 	"egret.io/egret/internal/testutil"
 )
 
@@ -163,6 +166,29 @@ func TestWalks(t *testing.T) {
 		}
 		waitFor(t, func() bool { return strings.Contains(logs.String(), `"kind":"connect"`) })
 		w.check(t, "CONNECT", "lookup", "dial", "answer", "log")
+	})
+
+	t.Run("SOCKS5", func(t *testing.T) {
+		sln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go p.Server.ServeSOCKS(recordingListener{Listener: sln, w: w}, SOCKSOptions{})
+		port := tcpOriginB(t)
+		n, _ := strconv.Atoi(port)
+		code, c := socksConnect(t, sln.Addr().String(), "origin.test", uint16(n))
+		if code != socks5.Succeeded {
+			t.Fatalf("SOCKS5 reply %d", code)
+		}
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n")
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.HasSuffix(string(got), "pong") {
+			t.Fatalf("through the tunnel: %q", got)
+		}
+		waitFor(t, func() bool { return strings.Contains(logs.String(), `"kind":"socks5"`) })
+		w.check(t, "SOCKS5", "lookup", "dial", "answer", "log")
 	})
 
 	t.Run("refused CONNECT", func(t *testing.T) {

@@ -21,10 +21,12 @@ import (
 // out on its own: only another explicit pick can collide, and check sees a
 // port someone already holds.
 
-// PickPort returns a port below the ephemeral range that check accepts
-// (check binds what the program will bind and releases it).
+// PickPort returns a port below the ephemeral range — and below
+// Kubernetes' NodePort range (30000-32767), which the real node's
+// kube-proxy programs — that check accepts (check binds what the program
+// will bind and releases it).
 func PickPort(check func(port string) error) (string, error) {
-	lo := ephemeralLow()
+	lo := min(ephemeralLow(), 30000)
 	span := min(lo-1024, 16384)
 	var last error
 	for range 200 {

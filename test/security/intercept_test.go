@@ -326,6 +326,19 @@ func TestInterceptNames(t *testing.T) {
 				t.Errorf("Host %s on the kept-alive connection got %d %q", host, resp.StatusCode, body)
 			}
 		}
+		// Absolute form naming another host, the Host header naming the
+		// target: the request is for the other host (RFC 9112 3.2.2).
+		for _, target := range []string{"https://other.test/v1/x", "https://other.test:" + l.port + "/v1/x", "http://api.test@other.test/v1/x", "//other.test/v1/x"} {
+			tc3, err := l.tunnel(t, "connect", "api.test", "api.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, _ := exchange(t, tc3, bufio.NewReader(tc3), "GET "+target+" HTTP/1.1\r\nHost: api.test\r\n\r\n")
+			tc3.Close()
+			if resp != nil && resp.StatusCode == 200 && target != "//other.test/v1/x" {
+				t.Errorf("GET %s with Host api.test: 200", target)
+			}
+		}
 		// A denied path after an allowed one gets its own verdict.
 		tc2, err := l.tunnel(t, "connect", "api.test", "api.test")
 		if err != nil {
@@ -341,7 +354,7 @@ func TestInterceptNames(t *testing.T) {
 		}
 		_, after := l.origin.seen()
 		for _, r := range after[len(before):] {
-			if r.URL.Path != "/v1/first" && r.URL.Path != "/v1/ok" {
+			if r.URL.Path != "/v1/first" && r.URL.Path != "/v1/ok" && r.RequestURI != "//other.test/v1/x" {
 				t.Errorf("the origin got %s %s (Host %s)", r.Method, r.URL, r.Host)
 			}
 			if r.Host != "api.test:"+l.port && r.Host != "api.test" {

@@ -153,7 +153,6 @@ func TestInterceptOverlay(t *testing.T) {
 	}
 	n.KubectlT(t, "apply", "-f", filepath.Join(dir, "secret.yaml"), "-f", filepath.Join(dir, "policy.yaml"))
 
-	waitCAInjected(t, n, ns)
 	agent := interceptPod(t, n, ns, "agent-1", image, map[string]string{"app": "agent"}, realnode.Runtimes)
 	other := interceptPod(t, n, ns, "other", image, nil, []string{"curl"})
 	// Sidecar mode: the runtimes reach egret's sidecar, which sends the
@@ -546,30 +545,3 @@ func gatewayLogs(t testing.TB, n *realnode.Node) string {
 	return string(o)
 }
 
-// waitCAInjected waits until the webhook injects the trust bundle into a
-// pod of ns (a server-side dry run: every webhook replica has built the
-// bundle the namespace's ConfigMap holds). Once in 4 runs the first pods
-// after the install were injected without the CA and without the warning
-// that says why; the dry run's warnings are logged.
-func waitCAInjected(t testing.TB, n *realnode.Node, ns string) {
-	t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dry-run", Namespace: ns},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: realnode.ClientImage, Command: []string{"sleep", "1"}}}}}
-	start := time.Now()
-	for i := 0; ; i++ {
-		got, err := n.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil {
-			if _, ok := envOf(got.Spec.Containers[0], "SSL_CERT_FILE"); ok {
-				if i > 0 {
-					t.Logf("the webhook injected the CA after %d dry runs (%s)", i+1, time.Since(start).Round(time.Second))
-				}
-				return
-			}
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("the webhook does not inject the CA into pods of %s after %s: %v\n%s", ns, time.Since(start).Round(time.Second), err,
-				n.KubectlT(t, "logs", "-n", "egret-system", "-l", "app.kubernetes.io/name=egret-webhook", "--tail=40", "--prefix"))
-		}
-		time.Sleep(time.Second)
-	}
-}

@@ -19,8 +19,10 @@ var renderCases = []struct {
 		Registries: []string{"https://quay.internal/v2/", "[fd00::5]:5000", "10.1.2.3:5000"}}},
 	{"docker-credentials", RenderOptions{Runtime: Docker, Proxy: "http://node-pull:p%40ss%25w0rd@proxy.corp.example:3128",
 		NoProxy: []string{".svc", ".cluster.local"}, Registries: []string{"registry.internal"}}},
+	// docs/node.md's kubelet example (the API server's address first: the
+	// kubelet's one destination), plus a spelling of localhost to fold.
 	{"kubelet", RenderOptions{Runtime: Kubelet, Proxy: "http://proxy.corp.example:3128",
-		NoProxy: []string{"10.96.0.1", "kubernetes.default.svc,.svc,.cluster.local", "LOCALHOST"}}},
+		NoProxy: []string{"10.88.0.1,10.88.0.0/16", "10.96.0.0/16", "LOCALHOST"}}},
 }
 
 func TestRenderGolden(t *testing.T) {

@@ -118,9 +118,36 @@ func checkTLSCAMissing(p *pod) {
 			continue
 		}
 		p.report(idTLSCAMissing, Error, c, "",
-			"the proxy %s intercepts TLS, but %s in this container get no CA bundle: set %s to the system roots plus the corporate CA (egret's webhook injects them with --ca-configmap)",
-			proxy, strings.Join(missing, ", "), strings.Join(dedupeStrings(fix), ", "))
+			"the proxy %s intercepts TLS, but no CA bundle reaches %s in this container: set %s to the system roots plus the corporate CA (egret's webhook injects them with --ca-configmap)",
+			proxy, runtimeList(missing), strings.Join(dedupeStrings(fix), ", "))
 	}
+}
+
+// caRuntimeNames name caRuntimes' trust models in a finding. "go" stands
+// for every client that reads SSL_CERT_FILE: in an image lint cannot tell
+// the runtimes of, it is the one model assumed, not a claim that Go runs.
+var caRuntimeNames = map[string]string{
+	"go":              "the clients that read SSL_CERT_FILE (Go, OpenSSL, Ruby, .NET)",
+	"python-requests": "Python requests",
+	"python-ssl":      "Python's ssl",
+	"node":            "Node.js",
+	"java":            "the JVM",
+	"curl":            "curl",
+}
+
+// runtimeList names the runtimes: "a, b and c".
+func runtimeList(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n
+		if s, ok := caRuntimeNames[n]; ok {
+			out[i] = s
+		}
+	}
+	if len(out) < 2 {
+		return strings.Join(out, "")
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1]
 }
 
 func dedupeStrings(xs []string) []string {

@@ -31,10 +31,14 @@ func TestTLSCAMissing(t *testing.T) {
 		cluster     Cluster
 		want        string // substring of the finding; "" = none
 	}{
-		{"python-without-ca", "python:3.12", proxied, cl, "go, python-requests, python-ssl in this container get no CA bundle: set SSL_CERT_FILE, REQUESTS_CA_BUNDLE"},
-		{"python-only-ssl-cert-file", "python:3.12", append(append([]corev1.EnvVar{}, proxied...), env("SSL_CERT_FILE", "/ca.pem")...), cl, "python-requests in this container"},
+		{"python-without-ca", "python:3.12", proxied, cl, "no CA bundle reaches the clients that read SSL_CERT_FILE (Go, OpenSSL, Ruby, .NET), Python requests and Python's ssl in this container: set SSL_CERT_FILE, REQUESTS_CA_BUNDLE"},
+		// An image lint cannot read the runtimes of (the real node's
+		// runtimes image): the finding names the SSL_CERT_FILE model, not
+		// "go", and reads as a sentence.
+		{"unknown-image", "localhost/runtimes:1", proxied, cl, "but no CA bundle reaches the clients that read SSL_CERT_FILE (Go, OpenSSL, Ruby, .NET) in this container: set SSL_CERT_FILE to"},
+		{"python-only-ssl-cert-file", "python:3.12", append(append([]corev1.EnvVar{}, proxied...), env("SSL_CERT_FILE", "/ca.pem")...), cl, "reaches Python requests in this container"},
 		{"node-and-go-with-ca", "node:22", injected, cl, ""},
-		{"jvm-needs-the-store", "eclipse-temurin:21", append(append([]corev1.EnvVar{}, injected...), env("JAVA_TOOL_OPTIONS", "-Dhttps.proxyHost=proxy.corp -Dhttps.proxyPort=3128")...), cl, "java in this container"},
+		{"jvm-needs-the-store", "eclipse-temurin:21", append(append([]corev1.EnvVar{}, injected...), env("JAVA_TOOL_OPTIONS", "-Dhttps.proxyHost=proxy.corp -Dhttps.proxyPort=3128")...), cl, "reaches the JVM in this container"},
 		{"jvm-with-store", "eclipse-temurin:21", append(append([]corev1.EnvVar{}, injected...), env("JAVA_TOOL_OPTIONS", "-Dhttps.proxyHost=proxy.corp -Dhttps.proxyPort=3128 -Djavax.net.ssl.trustStore=/etc/egret/trust/truststore.p12")...), cl, ""},
 		{"other-proxy-not-intercepting", "python:3.12", env("HTTPS_PROXY", "http://other:3128", "https_proxy", "http://other:3128"), cl, ""},
 		{"no-intercepting-proxy-configured", "python:3.12", proxied, Cluster{}, ""},
@@ -153,8 +157,8 @@ func TestInjectedVarsAreNotRuntimes(t *testing.T) {
 		ann  map[string]string
 		want string
 	}{
-		{map[string]string{InjectedAnnotation: "gateway"}, "go, curl in this container"},
-		{nil, "go, node, java, curl in this container"},
+		{map[string]string{InjectedAnnotation: "gateway"}, "reaches the clients that read SSL_CERT_FILE (Go, OpenSSL, Ruby, .NET) and curl in this container"},
+		{nil, "reaches the clients that read SSL_CERT_FILE (Go, OpenSSL, Ruby, .NET), Node.js, the JVM and curl in this container"},
 	} {
 		var got []string
 		for _, f := range CheckPod(PodInput{Object: ObjectRef{Kind: "Pod", Name: "x"}, Spec: spec, Cluster: cl, Annotations: tc.ann}) {

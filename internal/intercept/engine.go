@@ -315,7 +315,7 @@ func (e *Engine) Serve(ctx context.Context, client net.Conn, t *Tunnel) (Result,
 	} else {
 		e.serveHTTP1(ctx, tc, s)
 	}
-	s.handlers.Wait() // a hijacked (upgraded) connection is still in its handler
+	s.waitHandlers()
 	tc.Close()
 	res.Requests = s.requests.Load()
 	return res, nil

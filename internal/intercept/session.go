@@ -37,8 +37,35 @@ type session struct {
 	first net.Conn        // Tunnel.Origin until used
 
 	certAsked atomic.Bool // the origin asked for a client certificate
-	handlers  sync.WaitGroup
-	requests  atomic.Int64
+
+	// handlers counts the requests in their handlers; once ended is set
+	// (Serve is done with the connection) no handler starts. HTTP/2 starts
+	// a handler on a goroutine of its own that may run after ServeConn
+	// returned, so Add under hmu, never racing Wait.
+	hmu      sync.Mutex
+	ended    bool
+	handlers sync.WaitGroup
+	requests atomic.Int64
+}
+
+// enter counts a handler in, unless the session has ended.
+func (s *session) enter() bool {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// waitHandlers ends the session for new handlers and waits for the running
+// ones (a hijacked, upgraded connection is still in its handler).
+func (s *session) waitHandlers() {
+	s.hmu.Lock()
+	s.ended = true
+	s.hmu.Unlock()
+	s.handlers.Wait()
 }
 
 type dialResult struct {
@@ -266,7 +293,10 @@ func (s *session) originError(w http.ResponseWriter, r *http.Request, err error)
 // ServeHTTP handles one request inside the tunnel: the destination check,
 // the rules, the credentials, then the origin.
 func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.handlers.Add(1)
+	if !s.enter() {
+		// The tunnel's connection is done: nothing reaches the origin.
+		return
+	}
 	defer s.handlers.Done()
 	s.requests.Add(1)
 	start := time.Now()

@@ -544,4 +544,3 @@ func gatewayLogs(t testing.TB, n *realnode.Node) string {
 		"--tail=-1", "--prefix", "--max-log-requests=10").CombinedOutput()
 	return string(o)
 }
-

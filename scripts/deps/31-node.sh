@@ -26,7 +26,11 @@ kube_tools=(kubelet kube-controller-manager kube-scheduler kube-proxy kubectl)
 version_of() { if [ "$1" = kubectl ]; then "$dir/kubectl" version --client 2>/dev/null; else "$dir/$1" --version 2>/dev/null; fi; }
 need=()
 for b in "${kube_tools[@]}"; do
-  [ -x "$dir/$b" ] && version_of "$b" | grep -q "$KUBE_VERSION" || need+=("$b")
+  # The version is read whole before it is matched: grep -q in a pipe would
+  # stop reading at the match, and kubectl, writing a second line (its
+  # Kustomize version) into the closed pipe, dies of SIGPIPE — under
+  # pipefail a present kubectl then looked missing and was rebuilt.
+  [ -x "$dir/$b" ] && [[ "$(version_of "$b")" == *"$KUBE_VERSION"* ]] || need+=("$b")
 done
 have_coredns=0
 [ -x "$dir/coredns" ] && "$dir/coredns" -version >/dev/null 2>&1 && have_coredns=1

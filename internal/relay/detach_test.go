@@ -114,21 +114,5 @@ func TestDetachedTunnelsResume(t *testing.T) {
 func TestPeerEndsDetachedTunnel(t *testing.T) {
 	withParkAfter(t, 10*time.Millisecond)
 	withDetach(t)
-	c, s, res, tun := tunnel(t, nil, nil)
-	waitUntil(t, "detaching", func() bool { return isDetached(tun) })
-	io.WriteString(s, "bye")
-	s.(*net.TCPConn).CloseWrite()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if b, err := io.ReadAll(c); err != nil || string(b) != "bye" {
-		t.Fatalf("client got %q, %v", b, err)
-	}
-	c.Close()
-	select {
-	case r := <-res:
-		if r.Down != 3 {
-			t.Errorf("result %+v", r)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("tunnel did not end")
-	}
+	peerEndsIdleTunnel(t, "detaching", isDetached)
 }

@@ -108,13 +108,20 @@ func TestCloseEndsParkedTunnel(t *testing.T) {
 
 func TestPeerEndsParkedTunnel(t *testing.T) {
 	withParkAfter(t, 10*time.Millisecond)
+	peerEndsIdleTunnel(t, "parking", isParked)
+}
+
+// peerEndsIdleTunnel: once idle says the tunnel is (parked, detached), the
+// server's "bye" and half-close reach the client, and the tunnel ends.
+func peerEndsIdleTunnel(t *testing.T, what string, idle func(*Tunnel) bool) {
+	t.Helper()
 	c, s, res, tun := tunnel(t, nil, nil)
-	waitUntil(t, "parking", func() bool { return isParked(tun) })
+	waitUntil(t, what, func() bool { return idle(tun) })
 	io.WriteString(s, "bye")
 	s.(*net.TCPConn).CloseWrite()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if b, err := io.ReadAll(c); err != nil || string(b) != "bye" {
-		t.Fatalf("client got %q, %v; the half-close must pass through a parked tunnel", b, err)
+		t.Fatalf("client got %q, %v; the half-close must pass through an idle (%s) tunnel", b, err, what)
 	}
 	c.Close()
 	select {

@@ -57,18 +57,7 @@ func TestGatewayInstallUninstall(t *testing.T) {
 	n.KubectlT(t, "wait", "-n", "egret-system", "--for=condition=Available", "deployment", "--all", "--timeout=3m")
 	n.KubectlT(t, "rollout", "status", "-n", "egret-system", "deployment/egret-webhook", "--timeout=3m")
 	n.KubectlT(t, "rollout", "status", "-n", "egret-system", "deployment/egret-gateway", "--timeout=3m")
-	pods, err := n.Client.CoreV1().Pods("egret-system").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pods.Items) == 0 {
-		t.Fatal("no pods in egret-system")
-	}
-	for _, p := range pods.Items {
-		if r := restarts(&p); r != 0 {
-			t.Errorf("pod %s restarted %d times", p.Name, r)
-		}
-	}
+	noRestarts(t, n, "egret-system", "")
 
 	ns := namespace(t, n, "shop", map[string]string{"egret.io/inject": "enabled"})
 	pod := clientPod(t, n, ns, "client")
@@ -159,7 +148,7 @@ func TestGatewayInstallUninstall(t *testing.T) {
 	if r.RemoteIP != sp.Status.PodIP {
 		t.Errorf("sidecar mode: the Service saw %s, want the client pod %s (direct)", r.RemoteIP, sp.Status.PodIP)
 	}
-	sp, err = n.Client.CoreV1().Pods(sns).Get(context.Background(), "client", metav1.GetOptions{})
+	sp, err := n.Client.CoreV1().Pods(sns).Get(context.Background(), "client", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -321,15 +321,7 @@ func TestInterceptOverlay(t *testing.T) {
 				t.Errorf("%s after the switch: status %d, %v\n%s", rt, status, err, o)
 			}
 		}
-		pods, err := n.Client.CoreV1().Pods("egret-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=egret-gateway"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			if r := restarts(&p); r != 0 {
-				t.Errorf("gateway %s restarted %d times", p.Name, r)
-			}
-		}
+		noRestarts(t, n, "egret-system", "app.kubernetes.io/name=egret-gateway")
 	})
 	step("ca rotation")
 
@@ -366,15 +358,7 @@ func TestInterceptOverlay(t *testing.T) {
 				t.Errorf("%s after the rotation: status %d, %v, the origin saw %q\n%s", rt, status, err, redact(redact(org.auth(path), token), token2), o)
 			}
 		}
-		pods, err := n.Client.CoreV1().Pods("egret-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=egret-gateway"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			if r := restarts(&p); r != 0 {
-				t.Errorf("gateway %s restarted %d times", p.Name, r)
-			}
-		}
+		noRestarts(t, n, "egret-system", "app.kubernetes.io/name=egret-gateway")
 	})
 	step("rotation")
 

@@ -177,6 +177,24 @@ func waitPodReady(t testing.TB, n *realnode.Node, ns, name string, timeout time.
 	return nil
 }
 
+// noRestarts fails the test for every pod of ns matching selector ("" for
+// all) that restarted a container, and when there is no such pod.
+func noRestarts(t *testing.T, n *realnode.Node, ns, selector string) {
+	t.Helper()
+	pods, err := n.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) == 0 {
+		t.Fatalf("no pods in %s matching %q", ns, selector)
+	}
+	for _, p := range pods.Items {
+		if r := restarts(&p); r != 0 {
+			t.Errorf("pod %s restarted %d times", p.Name, r)
+		}
+	}
+}
+
 // restarts sums the restart counts of a pod's containers (init too).
 func restarts(p *corev1.Pod) int32 {
 	var r int32

@@ -854,16 +854,30 @@ func (n *Node) restoreSysctls(all bool) {
 	}
 }
 
-// AddHost makes CoreDNS answer name with ip (its hosts file, reloaded
-// within a second or two).
+// AddHost makes CoreDNS answer name with ip alone (its hosts file,
+// reloaded within a second or two; answers are cached 5 s). An earlier
+// test's entry for name is replaced, not kept beside it: CoreDNS would
+// answer both addresses, and a client that dials only the first (Java's
+// HttpClient) would reach for the earlier test's gone namespace.
 func (n *Node) AddHost(name, ip string) error {
-	f, err := os.OpenFile(n.path("hosts"), os.O_APPEND|os.O_WRONLY, 0o644)
+	file := n.path("hosts")
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	_, err = fmt.Fprintf(f, "%s %s\n", ip, name)
-	return err
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && slices.Contains(f[1:], name) {
+			continue
+		}
+		out.WriteString(line)
+	}
+	fmt.Fprintf(&out, "%s %s\n", ip, name)
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(out.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 // AllowOut lets traffic from the bridge leave through host interface

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"log/slog"
 	"net"
 	"os"
 
@@ -22,7 +23,21 @@ import (
 // attach, forget), so no descriptor is closed twice or used after close.
 
 // Detach turns detaching on for the tunnels New makes.
-var Detach = os.Getenv("EGRET_RELAY_DETACH") == "1"
+var Detach = detachFromEnv()
+
+// detachFromEnv is EGRET_RELAY_DETACH: "1" on, unset, "" or "0" off; any
+// other value is off, with a warning naming the values it takes.
+func detachFromEnv() bool {
+	switch v := os.Getenv("EGRET_RELAY_DETACH"); v {
+	case "1":
+		return true
+	case "", "0":
+		return false
+	default:
+		slog.Warn("EGRET_RELAY_DETACH takes 1 (on) or 0 (off); leaving detached tunnels off", "value", v)
+		return false
+	}
+}
 
 // detach detaches t if both its directions are parked and still armed.
 func (t *Tunnel) detach(p *parkSet) {

@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -55,6 +56,8 @@ func parkAfterFromEnv(def time.Duration) time.Duration {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
+		slog.Warn("EGRET_RELAY_PARK_AFTER is not a Go duration; parking after the default (set e.g. 200ms, or 0 never to park)",
+			"value", v, "default", def.String())
 		return def
 	}
 	return max(d, 0)
